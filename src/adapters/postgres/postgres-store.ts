@@ -1,0 +1,346 @@
+/**
+ * The PostgreSQL Store: the scale-out adapter that any number of Hookrail processes on any number of machines
+ * share. Every method is one statement or one short transaction on a pg Pool; concurrency control is left to
+ * PostgreSQL (unique constraints, ON CONFLICT waits, row locks), never to in-process state, so correctness does
+ * not depend on how many processes run.
+ *
+ * Availability: any error that means "the database cannot be reached" is rethrown as StoreUnavailableError (the
+ * API answers 503 with Retry-After). Broken clients are destroyed instead of returned to the pool, and the pool
+ * opens new connections on demand, so the store recovers by itself once the database is back.
+ */
+
+import type { PoolClient, QueryResultRow } from 'pg';
+import pg from 'pg';
+import {
+  type ApiKeyKind,
+  type ApiKeyRecord,
+  type EventInsertOutcome,
+  type EventRecord,
+  type ListParams,
+  type Page,
+  type Store,
+  StoreUnavailableError,
+  type TenantRecord,
+} from '../../ports/store.ts';
+import { EVENT_COLUMNS, type EventRow, insertEventBatch, toEvent } from './event-batch.ts';
+import { assertSchemaName, runMigrations } from './migrate.ts';
+import { isRetryableTransactionError, isUnavailableError } from './pg-errors.ts';
+
+export interface PostgresStoreOptions {
+  connectionString: string;
+  /** Schema for every table (created by migrate()); default: the connection's default search_path. */
+  schema?: string;
+  poolSize?: number;
+  /** pino-like; only `warn` is used, for errors of idle connections that no caller is waiting on. */
+  logger?: unknown;
+}
+
+/**
+ * BIGINT (int8, OID 20) comes back from pg as a string by default, to avoid silent precision loss. Every BIGINT
+ * here is epoch milliseconds, a count or a bigserial, all far below 2^53, so parse them as numbers — per pool
+ * (the `types` option), not with a process-wide `pg.types.setTypeParser` that would change other pg users.
+ */
+const INT8_OID = 20;
+const parseInt8 = (v: string) => Number(v);
+const poolTypes = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID && format !== 'binary'
+      ? parseInt8
+      : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+};
+
+/** A transaction that deadlocked or failed serialization changed nothing; run it again this many times in all. */
+const TX_ATTEMPTS = 3;
+
+interface TenantRow {
+  id: string;
+  name: string;
+  totp_seed_sealed: string;
+  created_at: number;
+  deleted_at: number | null;
+}
+
+interface ApiKeyRow {
+  id: string;
+  kind: ApiKeyKind;
+  tenant_id: string | null;
+  name: string | null;
+  hash: string;
+  prefix: string;
+  created_at: number;
+  revoked_at: number | null;
+}
+
+const toTenant = (r: TenantRow): TenantRecord => ({
+  id: r.id,
+  name: r.name,
+  totpSeedSealed: r.totp_seed_sealed,
+  createdAt: r.created_at,
+  deletedAt: r.deleted_at,
+});
+
+const toApiKey = (r: ApiKeyRow): ApiKeyRecord => ({
+  id: r.id,
+  kind: r.kind,
+  tenantId: r.tenant_id,
+  name: r.name,
+  hash: r.hash,
+  prefix: r.prefix,
+  createdAt: r.created_at,
+  revokedAt: r.revoked_at,
+});
+
+const API_KEY_COLUMNS = 'id, kind, tenant_id, name, hash, prefix, created_at, revoked_at';
+
+/** Fetch limit+1 rows (newest first); the extra row only says whether a next page exists. */
+function toPage<R, T extends { id: string }>(rows: R[], limit: number, map: (r: R) => T): Page<T> {
+  const data = rows.slice(0, limit).map(map);
+  return { data, nextCursor: rows.length > limit && data.length > 0 ? data[data.length - 1]!.id : null };
+}
+
+function warn(logger: unknown, obj: Record<string, unknown>, msg: string): void {
+  const fn = (logger as { warn?: unknown } | null | undefined)?.warn;
+  if (typeof fn === 'function') fn.call(logger, obj, msg);
+}
+
+export function createPostgresStore(opts: PostgresStoreOptions): Store {
+  const schema = opts.schema ?? null;
+  if (schema !== null) assertSchemaName(schema);
+
+  const pool = new pg.Pool({
+    connectionString: opts.connectionString,
+    max: opts.poolSize ?? 10,
+    // Fail fast while the database is down: callers get StoreUnavailableError (503) in ~2 s, not a hung request.
+    connectionTimeoutMillis: 2_000,
+    idleTimeoutMillis: 30_000,
+    // Detect half-open connections (database host gone without a FIN) instead of waiting for the kernel default.
+    keepAlive: true,
+    application_name: 'hookrail',
+    types: poolTypes,
+    // A schema that does not exist yet is fine here: migrate() creates it, and PostgreSQL re-resolves the path.
+    ...(schema !== null ? { options: `-c search_path=${schema}` } : {}),
+  });
+  // Idle clients get errors when the server restarts or an admin terminates them. pg-pool already drops such a
+  // client; without a listener the 'error' event would be thrown and crash the process.
+  pool.on('error', (err) => warn(opts.logger, { err }, 'postgres idle client error; connection discarded'));
+
+  let closed: Promise<void> | null = null;
+
+  const unavailableOr = (err: unknown): unknown =>
+    isUnavailableError(err) ? new StoreUnavailableError(err) : err;
+
+  async function query<R extends QueryResultRow>(text: string, values?: unknown[]) {
+    try {
+      return await pool.query<R>(text, values);
+    } catch (err) {
+      throw unavailableOr(err);
+    }
+  }
+
+  /**
+   * Runs fn inside BEGIN/COMMIT on one client. On failure it rolls back; a client whose connection broke (or
+   * whose rollback failed) is destroyed, never returned to the pool half-way through a transaction.
+   */
+  async function tx<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      let client: PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (err) {
+        throw unavailableOr(err);
+      }
+      // pg-pool removes its own error listener while a client is checked out; a socket error between two of our
+      // statements would otherwise be an unhandled 'error' event. The failing query reports it to us anyway.
+      let broken: unknown = null;
+      const onError = (err: unknown) => {
+        broken = err;
+      };
+      client.on('error', onError);
+      let destroy = false;
+      try {
+        await client.query('BEGIN');
+        const result = await fn(client);
+        await client.query('COMMIT');
+        return result;
+      } catch (err) {
+        if (broken !== null || isUnavailableError(err)) destroy = true;
+        else await client.query('ROLLBACK').catch(() => (destroy = true));
+        if (!destroy && attempt < TX_ATTEMPTS && isRetryableTransactionError(err)) continue;
+        // A COMMIT that failed on a lost connection has an unknown outcome; callers that retry rely on
+        // idempotency keys, exactly as for a lost HTTP response.
+        throw unavailableOr(err);
+      } finally {
+        client.removeListener('error', onError);
+        client.release(destroy ? true : undefined);
+      }
+    }
+  }
+
+  const store: Store = {
+    capabilities: { multiProcess: true, kind: 'postgres' },
+
+    async migrate() {
+      try {
+        await runMigrations(tx, schema);
+      } catch (err) {
+        throw unavailableOr(err);
+      }
+    },
+
+    async ping() {
+      try {
+        await pool.query('SELECT 1');
+      } catch (err) {
+        // ping's contract is to reject with StoreUnavailableError, whatever went wrong.
+        throw err instanceof StoreUnavailableError ? err : new StoreUnavailableError(err);
+      }
+    },
+
+    close() {
+      closed ??= pool.end();
+      return closed;
+    },
+
+    async tenantCreate({ tenant, tenantKey }) {
+      await tx(async (c) => {
+        await c.query(
+          `INSERT INTO tenants (id, name, totp_seed_sealed, created_at, deleted_at) VALUES ($1, $2, $3, $4, $5)`,
+          [tenant.id, tenant.name, tenant.totpSeedSealed, tenant.createdAt, tenant.deletedAt],
+        );
+        await insertApiKey(c, tenantKey);
+      });
+    },
+
+    async tenantGet({ id }) {
+      const res = await query<TenantRow>('SELECT * FROM tenants WHERE id = $1 AND deleted_at IS NULL', [id]);
+      return res.rows[0] ? toTenant(res.rows[0]) : null;
+    },
+
+    async tenantList({ limit, cursor }) {
+      // Live tenants only, like tenantGet: a deleted tenant is gone from the operator's point of view.
+      const res = await query<TenantRow>(
+        `SELECT * FROM tenants
+          WHERE deleted_at IS NULL AND ($1::text IS NULL OR id < $1)
+          ORDER BY id DESC LIMIT $2`,
+        [cursor, limit + 1],
+      );
+      return toPage(res.rows, limit, toTenant);
+    },
+
+    async tenantDelete({ id, now }) {
+      return tx(async (c) => {
+        const res = await c.query('UPDATE tenants SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL', [
+          id,
+          now,
+        ]);
+        if (res.rowCount !== 1) return false;
+        // Same transaction: once deletion is acknowledged, no key of the tenant authenticates any more.
+        await c.query('UPDATE api_keys SET revoked_at = $2 WHERE tenant_id = $1 AND revoked_at IS NULL', [
+          id,
+          now,
+        ]);
+        return true;
+      });
+    },
+
+    async apiKeyCreate({ key }) {
+      try {
+        await insertApiKey(pool, key);
+      } catch (err) {
+        throw unavailableOr(err);
+      }
+    },
+
+    async apiKeyFindByHash({ hash }) {
+      const res = await query<ApiKeyRow>(
+        `SELECT ${API_KEY_COLUMNS.split(', ')
+          .map((c) => `k.${c}`)
+          .join(', ')}
+           FROM api_keys AS k LEFT JOIN tenants AS t ON t.id = k.tenant_id
+          WHERE k.hash = $1 AND k.revoked_at IS NULL
+            AND (k.tenant_id IS NULL OR (t.id IS NOT NULL AND t.deleted_at IS NULL))`,
+        [hash],
+      );
+      return res.rows[0] ? toApiKey(res.rows[0]) : null;
+    },
+
+    async apiKeyList({ limit, cursor, kind }) {
+      // Unrevoked keys only: a revoked key is deleted as far as the API is concerned.
+      const res = await query<ApiKeyRow>(
+        `SELECT ${API_KEY_COLUMNS} FROM api_keys
+          WHERE kind = $1 AND revoked_at IS NULL AND ($2::text IS NULL OR id < $2)
+          ORDER BY id DESC LIMIT $3`,
+        [kind, cursor, limit + 1],
+      );
+      return toPage(res.rows, limit, toApiKey);
+    },
+
+    async apiKeyRevoke({ id, kind, now }) {
+      const res = await query(
+        'UPDATE api_keys SET revoked_at = $3 WHERE id = $1 AND kind = $2 AND revoked_at IS NULL',
+        [id, kind, now],
+      );
+      return res.rowCount === 1;
+    },
+
+    async eventInsertBatch({ events, now, idempotencyWindowMs }): Promise<EventInsertOutcome[]> {
+      if (events.length === 0) return [];
+      return tx((c) => insertEventBatch(c, events, now, idempotencyWindowMs));
+    },
+
+    async eventGet({ id, tenantId }) {
+      const res =
+        tenantId === null
+          ? await query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE id = $1`, [id])
+          : await query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE id = $1 AND tenant_id = $2`, [
+              id,
+              tenantId,
+            ]);
+      return res.rows[0] ? toEvent(res.rows[0]) : null;
+    },
+
+    async eventList({ limit, cursor, tenantId, type }): Promise<Page<EventRecord>> {
+      // Built per call (rather than `$1 IS NULL OR ...`) so each shape gets a plan on the matching index.
+      const where: string[] = [];
+      const values: unknown[] = [];
+      const add = (sql: string, v: unknown) => {
+        values.push(v);
+        where.push(sql.replace('?', `$${values.length}`));
+      };
+      if (tenantId !== null) add('tenant_id = ?', tenantId);
+      if (type != null) add('type = ?', type);
+      if (cursor !== null) add('id < ?', cursor);
+      values.push(limit + 1);
+      const res = await query<EventRow>(
+        `SELECT ${EVENT_COLUMNS} FROM events ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+          ORDER BY id DESC LIMIT $${values.length}`,
+        values,
+      );
+      return toPage(res.rows, limit, toEvent);
+    },
+
+    async fanoutPendingCount() {
+      const res = await query<{ n: number }>('SELECT count(*) AS n FROM fanout_pending');
+      return res.rows[0]!.n;
+    },
+
+    async idempotencyPrune({ olderThan }) {
+      const res = await query('DELETE FROM idempotency_keys WHERE created_at < $1', [olderThan]);
+      return res.rowCount ?? 0;
+    },
+  };
+  return store;
+}
+
+async function insertApiKey(db: Pick<pg.Pool | PoolClient, 'query'>, key: ApiKeyRecord): Promise<void> {
+  await db.query(`INSERT INTO api_keys (${API_KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, [
+    key.id,
+    key.kind,
+    key.tenantId,
+    key.name,
+    key.hash,
+    key.prefix,
+    key.createdAt,
+    key.revokedAt,
+  ]);
+}

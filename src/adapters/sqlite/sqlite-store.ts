@@ -1,0 +1,288 @@
+/**
+ * SQLite adapter (better-sqlite3): the embedded default, one process.
+ *
+ * Durability: WAL with `synchronous=FULL`, so a transaction is on disk when COMMIT returns; `eventInsertBatch`
+ * writes a whole batch in one transaction, which is what makes group commit cost one fsync per batch.
+ * better-sqlite3 is synchronous: every method runs to completion on the event loop, so transactions never
+ * interleave and no locking emulation is needed. What SQLite lacks and is emulated here:
+ *   - `FOR UPDATE SKIP LOCKED` is unnecessary (one process, serial transactions);
+ *   - there is no BIGINT/boolean: times are INTEGER milliseconds, flags are 0/1.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import type {
+  ApiKeyKind,
+  ApiKeyRecord,
+  EventInsertOutcome,
+  EventRecord,
+  NewEvent,
+  Page,
+  Store,
+  TenantRecord,
+} from '../../ports/store.ts';
+import { StoreUnavailableError } from '../../ports/store.ts';
+
+const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
+
+type Row = Record<string, unknown>;
+
+const tenantFromRow = (r: Row): TenantRecord => ({
+  id: r.id as string,
+  name: r.name as string,
+  totpSeedSealed: r.totp_seed_sealed as string,
+  createdAt: r.created_at as number,
+  deletedAt: (r.deleted_at as number | null) ?? null,
+});
+
+const keyFromRow = (r: Row): ApiKeyRecord => ({
+  id: r.id as string,
+  kind: r.kind as ApiKeyKind,
+  tenantId: (r.tenant_id as string | null) ?? null,
+  name: (r.name as string | null) ?? null,
+  hash: r.hash as string,
+  prefix: r.prefix as string,
+  createdAt: r.created_at as number,
+  revokedAt: (r.revoked_at as number | null) ?? null,
+});
+
+const eventFromRow = (r: Row): EventRecord => ({
+  id: r.id as string,
+  tenantId: r.tenant_id as string,
+  type: r.type as string,
+  resourceId: (r.resource_id as string | null) ?? null,
+  data: r.data as string,
+  idempotencyKey: (r.idempotency_key as string | null) ?? null,
+  requestHash: (r.request_hash as string | null) ?? null,
+  createdAt: r.created_at as number,
+});
+
+function page<T extends { id: string }>(rows: T[], limit: number): Page<T> {
+  const more = rows.length > limit;
+  const data = more ? rows.slice(0, limit) : rows;
+  return { data, nextCursor: more ? (data[data.length - 1]?.id ?? null) : null };
+}
+
+export interface SqliteStoreOptions {
+  /** File path, or ':memory:' for throwaway stores. */
+  filename: string;
+}
+
+export function createSqliteStore(opts: SqliteStoreOptions): Store {
+  let db: Database.Database;
+  try {
+    db = new Database(opts.filename);
+  } catch (err) {
+    throw new StoreUnavailableError(err);
+  }
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 5000');
+
+  const migrate = () => {
+    db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)');
+    const applied = new Set(
+      (db.prepare('SELECT version FROM schema_migrations').all() as Row[]).map((r) => r.version as number),
+    );
+    const files = readdirSync(MIGRATIONS_DIR)
+      .filter((f) => /^\d{4}_.*\.sql$/.test(f))
+      .sort();
+    for (const file of files) {
+      const version = Number(file.slice(0, 4));
+      if (applied.has(version)) continue;
+      const sql = readFileSync(new URL(file, MIGRATIONS_DIR), 'utf8');
+      db.transaction(() => {
+        db.exec(sql);
+        db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(version, Date.now());
+      }).immediate();
+    }
+  };
+
+  // Statements are prepared lazily (after migrate) and cached.
+  const cache = new Map<string, Database.Statement>();
+  const st = (sql: string): Database.Statement => {
+    let s = cache.get(sql);
+    if (!s) {
+      s = db.prepare(sql);
+      cache.set(sql, s);
+    }
+    return s;
+  };
+
+  const insertEvent = (e: NewEvent) => {
+    const info = st(
+      `INSERT INTO events (id, tenant_id, type, resource_id, data, idempotency_key, request_hash, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(e.id, e.tenantId, e.type, e.resourceId, e.data, e.idempotencyKey, e.requestHash, e.createdAt);
+    st('INSERT INTO fanout_pending (event_seq, event_id, tenant_id, created_at) VALUES (?, ?, ?, ?)').run(
+      info.lastInsertRowid,
+      e.id,
+      e.tenantId,
+      e.createdAt,
+    );
+  };
+
+  const insertBatch = db.transaction(
+    (events: NewEvent[], now: number, windowMs: number): EventInsertOutcome[] => {
+      const out: EventInsertOutcome[] = [];
+      for (const e of events) {
+        if (e.idempotencyKey === null) {
+          insertEvent(e);
+          out.push({ kind: 'created', event: e });
+          continue;
+        }
+        const existing = st('SELECT * FROM idempotency_keys WHERE tenant_id = ? AND key = ?').get(
+          e.tenantId,
+          e.idempotencyKey,
+        ) as Row | undefined;
+        if (existing && (existing.created_at as number) > now - windowMs) {
+          const original = eventFromRow(st('SELECT * FROM events WHERE id = ?').get(existing.event_id) as Row);
+          out.push({ kind: existing.request_hash === e.requestHash ? 'duplicate' : 'key_conflict', event: original });
+          continue;
+        }
+        insertEvent(e);
+        st(
+          `INSERT INTO idempotency_keys (tenant_id, key, event_id, request_hash, created_at) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (tenant_id, key) DO UPDATE SET event_id = excluded.event_id,
+             request_hash = excluded.request_hash, created_at = excluded.created_at`,
+        ).run(e.tenantId, e.idempotencyKey, e.id, e.requestHash, e.createdAt);
+        out.push({ kind: 'created', event: e });
+      }
+      return out;
+    },
+  );
+
+  // Every method wraps SQLite errors that mean "the database is not usable" (disk I/O, locked past the timeout).
+  const guard = <T>(fn: () => T): Promise<T> => {
+    try {
+      return Promise.resolve(fn());
+    } catch (err) {
+      const code = (err as { code?: string }).code ?? '';
+      if (/^SQLITE_(IOERR|BUSY|LOCKED|CANTOPEN|FULL|READONLY)/.test(code)) {
+        return Promise.reject(new StoreUnavailableError(err));
+      }
+      return Promise.reject(err);
+    }
+  };
+
+  const store: Store = {
+    capabilities: { multiProcess: false, kind: 'sqlite' },
+    migrate: () => guard(migrate),
+    ping: () => guard(() => void st('SELECT 1').get()),
+    close: async () => {
+      if (db.open) db.close();
+    },
+
+    tenantCreate: ({ tenant, tenantKey }) =>
+      guard(() =>
+        db.transaction(() => {
+          st(
+            'INSERT INTO tenants (id, name, totp_seed_sealed, created_at, deleted_at) VALUES (?, ?, ?, ?, ?)',
+          ).run(tenant.id, tenant.name, tenant.totpSeedSealed, tenant.createdAt, tenant.deletedAt);
+          insertKey(tenantKey);
+        })(),
+      ),
+    tenantGet: ({ id }) =>
+      guard(() => {
+        const r = st('SELECT * FROM tenants WHERE id = ? AND deleted_at IS NULL').get(id) as Row | undefined;
+        return r ? tenantFromRow(r) : null;
+      }),
+    tenantList: ({ limit, cursor }) =>
+      guard(() => {
+        const rows = (
+          cursor
+            ? st('SELECT * FROM tenants WHERE deleted_at IS NULL AND id < ? ORDER BY id DESC LIMIT ?').all(
+                cursor,
+                limit + 1,
+              )
+            : st('SELECT * FROM tenants WHERE deleted_at IS NULL ORDER BY id DESC LIMIT ?').all(limit + 1)
+        ) as Row[];
+        return page(rows.map(tenantFromRow), limit);
+      }),
+    tenantDelete: ({ id, now }) =>
+      guard(() =>
+        db.transaction(() => {
+          const res = st('UPDATE tenants SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL').run(now, id);
+          if (res.changes === 0) return false;
+          st('UPDATE api_keys SET revoked_at = ? WHERE tenant_id = ? AND revoked_at IS NULL').run(now, id);
+          return true;
+        })(),
+      ),
+
+    apiKeyCreate: ({ key }) => guard(() => insertKey(key)),
+    apiKeyFindByHash: ({ hash }) =>
+      guard(() => {
+        const r = st(
+          `SELECT k.* FROM api_keys k LEFT JOIN tenants t ON t.id = k.tenant_id
+           WHERE k.hash = ? AND k.revoked_at IS NULL AND (k.tenant_id IS NULL OR t.deleted_at IS NULL)`,
+        ).get(hash) as Row | undefined;
+        return r ? keyFromRow(r) : null;
+      }),
+    apiKeyList: ({ kind, limit, cursor }) =>
+      guard(() => {
+        const rows = (
+          cursor
+            ? st(
+                'SELECT * FROM api_keys WHERE kind = ? AND revoked_at IS NULL AND id < ? ORDER BY id DESC LIMIT ?',
+              ).all(kind, cursor, limit + 1)
+            : st('SELECT * FROM api_keys WHERE kind = ? AND revoked_at IS NULL ORDER BY id DESC LIMIT ?').all(
+                kind,
+                limit + 1,
+              )
+        ) as Row[];
+        return page(rows.map(keyFromRow), limit);
+      }),
+    apiKeyRevoke: ({ id, kind, now }) =>
+      guard(
+        () =>
+          st('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND kind = ? AND revoked_at IS NULL').run(now, id, kind)
+            .changes > 0,
+      ),
+
+    eventInsertBatch: ({ events, now, idempotencyWindowMs }) =>
+      guard(() => insertBatch.immediate(events, now, idempotencyWindowMs)),
+    eventGet: ({ id, tenantId }) =>
+      guard(() => {
+        const r = (
+          tenantId === null
+            ? st('SELECT * FROM events WHERE id = ?').get(id)
+            : st('SELECT * FROM events WHERE id = ? AND tenant_id = ?').get(id, tenantId)
+        ) as Row | undefined;
+        return r ? eventFromRow(r) : null;
+      }),
+    eventList: ({ tenantId, type, limit, cursor }) =>
+      guard(() => {
+        const where: string[] = [];
+        const args: unknown[] = [];
+        if (tenantId !== null) {
+          where.push('tenant_id = ?');
+          args.push(tenantId);
+        }
+        if (type) {
+          where.push('type = ?');
+          args.push(type);
+        }
+        if (cursor) {
+          where.push('id < ?');
+          args.push(cursor);
+        }
+        const sql = `SELECT * FROM events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`;
+        const rows = st(sql).all(...args, limit + 1) as Row[];
+        return page(rows.map(eventFromRow), limit);
+      }),
+
+    fanoutPendingCount: () =>
+      guard(() => (st('SELECT count(*) AS n FROM fanout_pending').get() as Row).n as number),
+    idempotencyPrune: ({ olderThan }) =>
+      guard(() => st('DELETE FROM idempotency_keys WHERE created_at < ?').run(olderThan).changes),
+  };
+
+  function insertKey(k: ApiKeyRecord) {
+    st(
+      `INSERT INTO api_keys (id, kind, tenant_id, name, hash, prefix, created_at, revoked_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(k.id, k.kind, k.tenantId, k.name, k.hash, k.prefix, k.createdAt, k.revokedAt);
+  }
+
+  return store;
+}

@@ -1,0 +1,164 @@
+/**
+ * Builds the HTTP application without listening (tests use `app.inject()`; bootstrap calls `listen`).
+ * Handlers are thin: authenticate, call a use case, shape the answer. Everything that can go wrong is answered
+ * in the one error format of PRODUCT.md §2, with a code from the catalogue in src/domain/errors.ts.
+ */
+import { isUtf8 } from 'node:buffer';
+import swagger from '@fastify/swagger';
+import { Ajv } from 'ajv';
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, LogController } from 'fastify';
+import type { Logger } from 'pino';
+import type { Authenticator, Principal } from '../app/auth.ts';
+import type { GroupCommitter } from '../app/group-commit.ts';
+import type { TenantDirectory } from '../app/tenant-directory.ts';
+import { ApiError, ERRORS, type ErrorCode } from '../domain/errors.ts';
+import { MAX_EVENT_BODY_BYTES } from '../domain/event-rules.ts';
+import type { Clock, Random } from '../ports/clock.ts';
+import type { KeyService } from '../ports/key-service.ts';
+import { type Store, StoreUnavailableError } from '../ports/store.ts';
+import { eventRoutes } from './routes/events.ts';
+import { producerKeyRoutes } from './routes/producer-keys.ts';
+import { systemRoutes } from './routes/system.ts';
+import { tenantRoutes } from './routes/tenants.ts';
+import { ErrorBody } from './schemas.ts';
+
+export interface ApiDeps {
+  store: Store;
+  clock: Clock;
+  random: Random;
+  keys: KeyService;
+  auth: Authenticator;
+  tenants: TenantDirectory;
+  /** Present when this process runs the intake role. */
+  committer: GroupCommitter | null;
+  logger: Logger | false;
+  version: string;
+  /** Roles this process serves; routes of absent roles answer 404. */
+  serves: { intake: boolean; control: boolean };
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal;
+  }
+}
+
+const STORE_RETRY_AFTER_S = 2;
+
+/** Fastify's own error codes mapped onto the catalogue. */
+const FASTIFY_CODES: Record<string, ErrorCode> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'validation_failed',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
+  FST_ERR_VALIDATION: 'validation_failed',
+};
+
+export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger as FastifyBaseLogger } : { logger: false }),
+    bodyLimit: MAX_EVENT_BODY_BYTES,
+    // Per-request log lines would dominate the log at intake rates; errors are still logged.
+    logController: new LogController({ disableRequestLogging: true }),
+    return503OnClosing: true,
+  });
+
+  // Bodies are validated strictly (no coercion, no silently removed fields); query strings are coerced because
+  // everything in a URL is a string. Two compilers, one schema language.
+  const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false });
+  const lenient = new Ajv({ coerceTypes: true, removeAdditional: false, useDefaults: true });
+  for (const ajv of [strict, lenient]) {
+    ajv.addFormat('date-time', true);
+    ajv.addKeyword('example');
+  }
+  app.setValidatorCompiler(({ schema, httpPart }) =>
+    (httpPart === 'body' ? strict : lenient).compile(schema as object),
+  );
+
+  // JSON only, valid UTF-8 only: a replacement character silently substituted for a bad byte would change the
+  // payload we promise to deliver verbatim.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => {
+    const buf = body as Buffer;
+    if (!isUtf8(buf)) return done(new ApiError('invalid_json', 'The request body is not valid UTF-8.'), undefined);
+    try {
+      done(null, JSON.parse(buf.toString('utf8')));
+    } catch {
+      done(new ApiError('invalid_json'), undefined);
+    }
+  });
+
+  app.addSchema(ErrorBody);
+
+  app.setErrorHandler((err: FastifyError | ApiError, req, reply) => {
+    let apiError: ApiError;
+    if (err instanceof ApiError) apiError = err;
+    else if (err instanceof StoreUnavailableError) {
+      apiError = new ApiError('store_unavailable', undefined, undefined, STORE_RETRY_AFTER_S);
+    } else if (err.code && FASTIFY_CODES[err.code]) {
+      const code = FASTIFY_CODES[err.code] as ErrorCode;
+      const details =
+        err.validation && err.validation.length > 0
+          ? {
+              location: err.validationContext,
+              issues: err.validation.map((v) => ({
+                path: v.instancePath || '/',
+                problem: v.message,
+                ...(v.keyword === 'additionalProperties'
+                  ? { field: (v.params as { additionalProperty?: string }).additionalProperty }
+                  : {}),
+              })),
+            }
+          : undefined;
+      apiError = new ApiError(code, code === 'validation_failed' ? err.message : undefined, details);
+    } else if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+      apiError = new ApiError('validation_failed', err.message);
+    } else {
+      req.log.error({ err }, 'unhandled error');
+      apiError = new ApiError('internal_error');
+    }
+    if (apiError.retryAfterSeconds !== undefined) reply.header('retry-after', String(apiError.retryAfterSeconds));
+    return reply.status(apiError.status).send({
+      error: {
+        code: apiError.code,
+        message: apiError.message,
+        ...(apiError.details ? { details: apiError.details } : {}),
+      },
+    });
+  });
+
+  app.setNotFoundHandler((_req, reply) =>
+    reply.status(404).send({ error: { code: 'route_not_found', message: ERRORS.route_not_found.message } }),
+  );
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Hookrail API',
+        version: deps.version,
+        description: 'Webhook delivery: hand over events; Hookrail delivers them signed, retried and recorded.',
+      },
+      components: {
+        securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      },
+      security: [{ bearer: [] }],
+    },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (json.$id as string) ?? `def-${i}` },
+  });
+
+  // Authentication for everything under /v1 except the public, machine-readable documents.
+  app.addHook('onRequest', async (req) => {
+    if (!req.url.startsWith('/v1/')) return;
+    if (req.routeOptions.config && (req.routeOptions.config as { public?: boolean }).public) return;
+    req.principal = await deps.auth.authenticate(req.headers.authorization);
+  });
+
+  await app.register(systemRoutes(deps));
+  if (deps.serves.control) {
+    await app.register(tenantRoutes(deps));
+    await app.register(producerKeyRoutes(deps));
+  }
+  await app.register(eventRoutes(deps));
+  return app;
+}

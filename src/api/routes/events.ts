@@ -1,0 +1,109 @@
+import type { FastifyInstance } from 'fastify';
+import { acceptEvent } from '../../app/accept-event.ts';
+import { readScope } from '../../app/auth.ts';
+import { ApiError } from '../../domain/errors.ts';
+import type { EventRecord } from '../../ports/store.ts';
+import type { ApiDeps } from '../build-api.ts';
+import {
+  Event,
+  EventAccepted,
+  EventCreate,
+  EventListQuery,
+  errorResponses,
+  IdParams,
+  iso,
+  listOf,
+} from '../schemas.ts';
+
+type EventCreateBody = { tenant_id: string; type: string; data: Record<string, unknown>; resource_id?: string };
+
+// `data` is stored as canonical JSON text; embedding it raw avoids a parse/serialise round trip per read.
+const eventJson = (e: EventRecord) =>
+  `{"id":${JSON.stringify(e.id)},"tenant_id":${JSON.stringify(e.tenantId)},"type":${JSON.stringify(e.type)},` +
+  `"resource_id":${JSON.stringify(e.resourceId)},"data":${e.data},"created_at":"${iso(e.createdAt)}"}`;
+
+export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
+  if (deps.serves.intake && deps.committer) {
+    const committer = deps.committer;
+    app.post<{ Body: EventCreateBody }>(
+      '/v1/events',
+      {
+        schema: {
+          summary: 'Hand over an event (producer key or operator token)',
+          description:
+            'Answers 202 only after the event is durable. An `Idempotency-Key` header makes retries safe: the same ' +
+            'key for the same tenant within 24 h returns the original event (200 with `idempotent-replayed: true`).',
+          tags: ['events'],
+          body: EventCreate,
+          response: { 202: EventAccepted, 200: EventAccepted, ...errorResponses(400, 401, 403, 404, 409, 413, 415, 503) },
+        },
+      },
+      async (req, reply) => {
+        if (req.principal.kind !== 'producer' && req.principal.kind !== 'operator') throw new ApiError('forbidden');
+        const header = req.headers['idempotency-key'];
+        if (Array.isArray(header)) throw new ApiError('validation_failed', 'Send one Idempotency-Key header.');
+        const { event, replayed } = await acceptEvent(
+          { ...deps, committer },
+          {
+            tenantId: req.body.tenant_id,
+            type: req.body.type,
+            data: req.body.data,
+            resourceId: req.body.resource_id ?? null,
+            idempotencyKey: header ?? null,
+          },
+        );
+        if (replayed) reply.header('idempotent-replayed', 'true');
+        return reply
+          .status(replayed ? 200 : 202)
+          .send({ id: event.id, type: event.type, created_at: iso(event.createdAt) });
+      },
+    );
+  }
+
+  if (!deps.serves.control) return;
+
+  app.get<{ Params: { id: string } }>(
+    '/v1/events/:id',
+    {
+      schema: {
+        summary: 'Read one accepted event, as recorded (immutable)',
+        tags: ['events'],
+        params: IdParams,
+        response: { 200: Event, ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (req, reply) => {
+      const event = await deps.store.eventGet({ id: req.params.id, tenantId: readScope(req.principal) });
+      if (!event) throw new ApiError('not_found');
+      return reply.type('application/json').serializer((s: string) => s).send(eventJson(event));
+    },
+  );
+
+  app.get<{ Querystring: { limit: number; cursor?: string; tenant_id?: string; type?: string } }>(
+    '/v1/events',
+    {
+      schema: {
+        summary: 'List accepted events, newest first',
+        description: 'Tenant keys see their own events; the operator may filter by `tenant_id`.',
+        tags: ['events'],
+        querystring: EventListQuery,
+        response: { 200: listOf(Event), ...errorResponses(400, 401, 403) },
+      },
+    },
+    async (req, reply) => {
+      const scope = readScope(req.principal);
+      const tenantId = scope ?? req.query.tenant_id ?? null;
+      if (scope !== null && req.query.tenant_id !== undefined && req.query.tenant_id !== scope) {
+        return reply.type('application/json').serializer((s: string) => s).send('{"data":[],"next_cursor":null}');
+      }
+      const page = await deps.store.eventList({
+        tenantId,
+        type: req.query.type ?? null,
+        limit: req.query.limit,
+        cursor: req.query.cursor ?? null,
+      });
+      const body = `{"data":[${page.data.map(eventJson).join(',')}],"next_cursor":${JSON.stringify(page.nextCursor)}}`;
+      return reply.type('application/json').serializer((s: string) => s).send(body);
+    },
+  );
+};

@@ -1,0 +1,29 @@
+import type { FastifyInstance } from 'fastify';
+import type { ApiDeps } from '../build-api.ts';
+
+const PING_TIMEOUT_MS = 2000;
+
+export const systemRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+
+  // Ready when the store answers; load balancers stop sending traffic while it does not.
+  app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        deps.store.ping(),
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error('ping timed out')), PING_TIMEOUT_MS);
+        }),
+      ]);
+      return { ready: true, store: deps.store.capabilities.kind };
+    } catch (err) {
+      reply.header('retry-after', '2');
+      return reply.status(503).send({ ready: false, store: deps.store.capabilities.kind, reason: String(err) });
+    } finally {
+      clearTimeout(timer);
+    }
+  });
+
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+};

@@ -1,0 +1,119 @@
+/**
+ * Request and response schemas (TypeBox). The same objects validate requests, shape responses and generate the
+ * OpenAPI document (docs/openapi.json), so the three cannot disagree.
+ */
+import { type TSchema, Type } from '@sinclair/typebox';
+import { ERRORS } from '../domain/errors.ts';
+import { EVENT_TYPE_MAX, EVENT_TYPE_PATTERN, RESOURCE_ID_MAX } from '../domain/event-rules.ts';
+
+export const ErrorBody = Type.Object(
+  {
+    error: Type.Object({
+      code: Type.Union(Object.keys(ERRORS).map((c) => Type.Literal(c))),
+      message: Type.String(),
+      details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    }),
+  },
+  { $id: 'Error', description: 'Every error answer. Branch on `code`; `message` may be reworded.' },
+);
+
+export const errorResponses = (...statuses: number[]) =>
+  Object.fromEntries(statuses.map((s) => [s, Type.Ref('Error')]));
+
+export const ListQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 50 })),
+    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z]{2,3}_[0-9A-Z]{26}$' })),
+  },
+  { additionalProperties: false },
+);
+
+export const listOf = (item: TSchema) =>
+  Type.Object({ data: Type.Array(item), next_cursor: Type.Union([Type.String(), Type.Null()]) });
+
+export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+
+const Timestamp = Type.String({ format: 'date-time' });
+
+export const Tenant = Type.Object(
+  { id: Type.String(), name: Type.String(), created_at: Timestamp },
+  { $id: 'Tenant' },
+);
+
+export const TenantCreate = Type.Object(
+  { name: Type.String({ minLength: 1, maxLength: 200 }) },
+  { additionalProperties: false },
+);
+
+export const TenantCreated = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  created_at: Timestamp,
+  tenant_key: Type.String({ description: 'The tenant key (hkt_…). Shown once.' }),
+  step_up: Type.Object({
+    totp_seed: Type.String({ description: 'Base32 TOTP seed for step-up authentication. Shown once.' }),
+    otpauth_uri: Type.String(),
+  }),
+});
+
+export const ProducerKey = Type.Object(
+  { id: Type.String(), name: Type.Union([Type.String(), Type.Null()]), prefix: Type.String(), created_at: Timestamp },
+  { $id: 'ProducerKey' },
+);
+
+export const ProducerKeyCreate = Type.Object(
+  { name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })) },
+  { additionalProperties: false },
+);
+
+export const ProducerKeyCreated = Type.Object({
+  id: Type.String(),
+  name: Type.Union([Type.String(), Type.Null()]),
+  prefix: Type.String(),
+  created_at: Timestamp,
+  key: Type.String({ description: 'The producer key (hkp_…). Shown once.' }),
+});
+
+export const EventCreate = Type.Object(
+  {
+    tenant_id: Type.String({ minLength: 1, maxLength: 64 }),
+    type: Type.String({ minLength: 1, maxLength: EVENT_TYPE_MAX, pattern: EVENT_TYPE_PATTERN }),
+    data: Type.Object({}, { additionalProperties: true, description: 'Any JSON object; delivered verbatim.' }),
+    resource_id: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: RESOURCE_ID_MAX,
+        pattern: '^[\\x21-\\x7e]+$',
+        description: 'Groups events about one entity, for `resource` ordering.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const EventAccepted = Type.Object({ id: Type.String(), type: Type.String(), created_at: Timestamp });
+
+export const Event = Type.Object(
+  {
+    id: Type.String(),
+    tenant_id: Type.String(),
+    type: Type.String(),
+    resource_id: Type.Union([Type.String(), Type.Null()]),
+    data: Type.Unknown({ description: 'The event data exactly as accepted.' }),
+    created_at: Timestamp,
+  },
+  { $id: 'Event' },
+);
+
+export const EventListQuery = Type.Composite(
+  [
+    ListQuery,
+    Type.Object({
+      tenant_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+      type: Type.Optional(Type.String({ minLength: 1, maxLength: EVENT_TYPE_MAX })),
+    }),
+  ],
+  { additionalProperties: false },
+);
+
+export const iso = (ms: number) => new Date(ms).toISOString();

@@ -1,0 +1,73 @@
+/**
+ * Group commit for the accepted-event log. Requests that arrive while a commit is in flight (or in the same
+ * turn of the event loop) are written together in one transaction — one fsync for many events — and each
+ * request is answered only after the transaction holding its own event is durable. Under light load a batch
+ * is a single event and nothing waits; under heavy load batches grow by themselves, which is the point.
+ */
+import type { EventInsertOutcome, NewEvent, Store } from '../ports/store.ts';
+
+interface Waiter {
+  event: NewEvent;
+  resolve: (o: EventInsertOutcome) => void;
+  reject: (e: unknown) => void;
+}
+
+export interface GroupCommitterOptions {
+  store: Store;
+  now: () => number;
+  idempotencyWindowMs: number;
+  maxBatch: number;
+  /** Commits that may be in flight at once (1 on SQLite, a few on PostgreSQL to overlap round trips). */
+  maxInFlight: number;
+}
+
+export class GroupCommitter {
+  private queue: Waiter[] = [];
+  private inFlight = 0;
+  private scheduled = false;
+  private drainWaiters: Array<() => void> = [];
+
+  constructor(private readonly opts: GroupCommitterOptions) {}
+
+  submit(event: NewEvent): Promise<EventInsertOutcome> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ event, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** Resolves once every submitted event has been committed or failed. */
+  drain(): Promise<void> {
+    if (this.queue.length === 0 && this.inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inFlight >= this.opts.maxInFlight) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.flush();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    if (this.queue.length === 0 || this.inFlight >= this.opts.maxInFlight) return;
+    const batch = this.queue.splice(0, this.opts.maxBatch);
+    this.inFlight++;
+    try {
+      const outcomes = await this.opts.store.eventInsertBatch({
+        events: batch.map((w) => w.event),
+        now: this.opts.now(),
+        idempotencyWindowMs: this.opts.idempotencyWindowMs,
+      });
+      batch.forEach((w, i) => w.resolve(outcomes[i] as EventInsertOutcome));
+    } catch (err) {
+      for (const w of batch) w.reject(err);
+    } finally {
+      this.inFlight--;
+      if (this.queue.length > 0) this.schedule();
+      else if (this.inFlight === 0) for (const done of this.drainWaiters.splice(0)) done();
+    }
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * The composition root: the one place that picks adapters from configuration and wires use cases, workers and
+ * the HTTP API together for the roles this process runs.
+ */
+import type { FastifyInstance } from 'fastify';
+import pino, { type Logger } from 'pino';
+import { createLocalKeyService, loadOrCreateMasterKey } from '../adapters/crypto/envelope.ts';
+import { systemClock, systemRandom } from '../adapters/system-clock.ts';
+import { buildApi } from '../api/build-api.ts';
+import { Authenticator } from '../app/auth.ts';
+import { GroupCommitter } from '../app/group-commit.ts';
+import { TenantDirectory } from '../app/tenant-directory.ts';
+import type { Config } from '../config/config.ts';
+import { IDEMPOTENCY_WINDOW_MS } from '../domain/event-rules.ts';
+import type { Clock, Random } from '../ports/clock.ts';
+import type { Store } from '../ports/store.ts';
+import { loadOrCreateAdminToken } from './admin-token.ts';
+import { createStore } from './create-store.ts';
+import { VERSION } from './version.ts';
+
+export interface Hookrail {
+  app: FastifyInstance | null;
+  store: Store;
+  /** Base URL when listening. */
+  url: string | null;
+  adminToken: string;
+  /** Stop accepting, finish in-flight commits, stop workers, close the store. */
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  config: Config;
+  logger?: Logger | false;
+  clock?: Clock;
+  random?: Random;
+  /** Use this store instead of the one the configuration selects (tests: a schema or file of their own). */
+  store?: Store;
+  /** Build the app but do not listen (tests use inject). */
+  listen?: boolean;
+  /** Called once with a generated operator token (printed by the CLI). */
+  onAdminTokenCreated?: (token: string) => void;
+}
+
+export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
+  const { config } = opts;
+  const logger = opts.logger ?? pino({ level: config.logLevel, redact: ['req.headers.authorization'] });
+  const clock = opts.clock ?? systemClock;
+  const random = opts.random ?? systemRandom;
+
+  const store = opts.store ?? createStore(config);
+  await store.migrate();
+  const keys = createLocalKeyService({
+    masterKey: loadOrCreateMasterKey({ env: config.masterKey ?? undefined, dataDir: config.dataDir }),
+  });
+  const admin = loadOrCreateAdminToken({ env: config.adminToken, dataDir: config.dataDir });
+  if (admin.created) opts.onAdminTokenCreated?.(admin.token);
+
+  const now = () => clock.now();
+  const roles = new Set(config.roles);
+  const committer = roles.has('intake')
+    ? new GroupCommitter({
+        store,
+        now,
+        idempotencyWindowMs: IDEMPOTENCY_WINDOW_MS,
+        maxBatch: config.intakeMaxBatch,
+        maxInFlight: store.capabilities.multiProcess ? 4 : 1,
+      })
+    : null;
+
+  const serves = { intake: roles.has('intake'), control: roles.has('control') };
+  let app: FastifyInstance | null = null;
+  let url: string | null = null;
+  if (serves.intake || serves.control) {
+    app = await buildApi({
+      store,
+      clock,
+      random,
+      keys,
+      auth: new Authenticator({ store, now, operatorToken: admin.token, cacheMs: config.authCacheMs }),
+      tenants: new TenantDirectory({ store, now, cacheMs: config.authCacheMs }),
+      committer,
+      logger,
+      version: VERSION,
+      serves,
+    });
+    if (opts.listen !== false) {
+      url = await app.listen({ port: config.port, host: config.host });
+    } else {
+      await app.ready();
+    }
+  }
+
+  let closing: Promise<void> | null = null;
+  return {
+    app,
+    store,
+    url,
+    adminToken: admin.token,
+    close: () => {
+      closing ??= (async () => {
+        // Fastify's close stops accepting and waits for in-flight requests, whose commits the committer finishes.
+        if (app) await app.close();
+        if (committer) await committer.drain();
+        await store.close();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,114 @@
+/**
+ * Every setting with its default, read from the environment; `hookrail start` flags override the environment.
+ * PRODUCT.md §1a is the contract for the names.
+ */
+import { isIP } from 'node:net';
+import { resolve } from 'node:path';
+
+export const ROLES = ['intake', 'control', 'fanout', 'delivery', 'replay', 'maintenance'] as const;
+export type Role = (typeof ROLES)[number];
+
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl: string | null;
+  adminToken: string | null;
+  masterKey: string | null;
+  allowNetworks: string[];
+  smtpUrl: string | null;
+  mailFrom: string;
+  egressSourceAddress: string | null;
+  logLevel: string;
+  roles: Role[];
+  /** How long a positive API-key / tenant lookup is cached in this process (revocation delay bound). */
+  authCacheMs: number;
+  /** Largest group-commit batch handed to the store in one transaction. */
+  intakeMaxBatch: number;
+}
+
+export class ConfigError extends Error {}
+
+function parseRoles(value: string): Role[] {
+  const roles = value
+    .split(',')
+    .map((r) => r.trim())
+    .filter(Boolean);
+  for (const r of roles) {
+    if (!(ROLES as readonly string[]).includes(r)) {
+      throw new ConfigError(`unknown role "${r}"; roles are ${ROLES.join(', ')}`);
+    }
+  }
+  if (roles.length === 0) throw new ConfigError('--roles needs at least one role');
+  return [...new Set(roles)] as Role[];
+}
+
+function parsePort(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new ConfigError(`invalid port "${value}"`);
+  return n;
+}
+
+const FLAG_TO_ENV: Record<string, string> = {
+  port: 'HOOKRAIL_PORT',
+  host: 'HOOKRAIL_HOST',
+  'data-dir': 'HOOKRAIL_DATA_DIR',
+  'database-url': 'DATABASE_URL',
+  'admin-token': 'HOOKRAIL_ADMIN_TOKEN',
+  'master-key': 'HOOKRAIL_MASTER_KEY',
+  'allow-networks': 'HOOKRAIL_ALLOW_NETWORKS',
+  'smtp-url': 'HOOKRAIL_SMTP_URL',
+  'mail-from': 'HOOKRAIL_MAIL_FROM',
+  'egress-source-address': 'HOOKRAIL_EGRESS_SOURCE_ADDRESS',
+  'log-level': 'HOOKRAIL_LOG_LEVEL',
+  roles: 'HOOKRAIL_ROLES',
+};
+
+/** `--port 9000` / `--port=9000` flags, mapped onto their environment names. */
+export function flagsToEnv(args: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string;
+    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument "${arg}"`);
+    const eq = arg.indexOf('=');
+    const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
+    const env = FLAG_TO_ENV[name];
+    if (!env) throw new ConfigError(`unknown flag --${name}`);
+    const value = eq === -1 ? args[++i] : arg.slice(eq + 1);
+    if (value === undefined) throw new ConfigError(`--${name} needs a value`);
+    out[env] = value;
+  }
+  return out;
+}
+
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  const get = (k: string) => {
+    const v = env[k];
+    return v === undefined || v === '' ? null : v;
+  };
+  const databaseUrl = get('DATABASE_URL');
+  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError('DATABASE_URL must be a postgres:// URL (leave it unset for SQLite)');
+  }
+  const egress = get('HOOKRAIL_EGRESS_SOURCE_ADDRESS');
+  if (egress && isIP(egress) === 0) throw new ConfigError('HOOKRAIL_EGRESS_SOURCE_ADDRESS must be an IP address');
+  return {
+    port: parsePort(get('HOOKRAIL_PORT') ?? '8080'),
+    host: get('HOOKRAIL_HOST') ?? '127.0.0.1',
+    dataDir: resolve(get('HOOKRAIL_DATA_DIR') ?? './data'),
+    databaseUrl,
+    adminToken: get('HOOKRAIL_ADMIN_TOKEN'),
+    masterKey: get('HOOKRAIL_MASTER_KEY'),
+    allowNetworks: (get('HOOKRAIL_ALLOW_NETWORKS') ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+    smtpUrl: get('HOOKRAIL_SMTP_URL'),
+    mailFrom: get('HOOKRAIL_MAIL_FROM') ?? 'hookrail@localhost',
+    egressSourceAddress: egress,
+    logLevel: get('HOOKRAIL_LOG_LEVEL') ?? 'info',
+    roles: parseRoles(get('HOOKRAIL_ROLES') ?? ROLES.join(',')),
+    authCacheMs: Number(get('HOOKRAIL_AUTH_CACHE_MS') ?? '5000'),
+    intakeMaxBatch: Number(get('HOOKRAIL_INTAKE_MAX_BATCH') ?? '512'),
+  };
+}

@@ -1,0 +1,122 @@
+/**
+ * The storage port. SQL lives only in the adapters (`src/adapters/sqlite`, `src/adapters/postgres`); the rest of
+ * Hookrail sees these entity-first methods, each taking one params object, with `now` passed in so a fake clock
+ * drives every timestamp the store writes. Both adapters pass `test/conformance/store-conformance.ts`.
+ *
+ * Times are integer milliseconds since the Unix epoch throughout.
+ */
+
+export interface StoreCapabilities {
+  /** Several processes may share this store (PostgreSQL). SQLite is one process. */
+  readonly multiProcess: boolean;
+  /** Human name for logs and /readyz; never branch on it — branch on capabilities. */
+  readonly kind: 'sqlite' | 'postgres';
+}
+
+export interface TenantRecord {
+  id: string;
+  name: string;
+  /** AES-GCM envelope of the step-up TOTP seed (see adapters/crypto). */
+  totpSeedSealed: string;
+  createdAt: number;
+  deletedAt: number | null;
+}
+
+export type ApiKeyKind = 'producer' | 'tenant';
+
+export interface ApiKeyRecord {
+  id: string;
+  kind: ApiKeyKind;
+  /** Set for tenant keys; null for producer keys. */
+  tenantId: string | null;
+  name: string | null;
+  /** SHA-256 of the full key, hex. The key itself is never stored. */
+  hash: string;
+  /** The first characters of the key (`hkp_ab12…`), so a user can tell keys apart. */
+  prefix: string;
+  createdAt: number;
+  revokedAt: number | null;
+}
+
+export interface NewEvent {
+  id: string;
+  tenantId: string;
+  type: string;
+  resourceId: string | null;
+  /** The event's `data` as canonical JSON text, fixed at intake; delivery bodies embed these exact bytes. */
+  data: string;
+  idempotencyKey: string | null;
+  /** SHA-256 of the request's (type, resource_id, data); tells a true retry from a key reused for another request. */
+  requestHash: string | null;
+  createdAt: number;
+}
+
+export interface EventRecord extends NewEvent {}
+
+export type EventInsertOutcome =
+  | { kind: 'created'; event: EventRecord }
+  /** The idempotency key was seen within the window with the same request: the original event. */
+  | { kind: 'duplicate'; event: EventRecord }
+  /** The idempotency key was seen within the window with a different request. */
+  | { kind: 'key_conflict'; event: EventRecord };
+
+export interface Page<T> {
+  data: T[];
+  nextCursor: string | null;
+}
+
+export interface ListParams {
+  limit: number;
+  /** Opaque to callers; adapters use the last id of the previous page (ids are time-sortable). */
+  cursor: string | null;
+}
+
+/** Thrown by adapters when the database cannot be reached; the API answers 503 with Retry-After. */
+export class StoreUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super(`store unavailable: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+}
+
+export interface Store {
+  readonly capabilities: StoreCapabilities;
+  /** Applies pending numbered migrations; safe to call concurrently from several processes. */
+  migrate(): Promise<void>;
+  /** Resolves when the database answers a trivial query; rejects with StoreUnavailableError otherwise. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+
+  tenantCreate(p: { tenant: TenantRecord; tenantKey: ApiKeyRecord }): Promise<void>;
+  /** Live tenants only (not deleted). */
+  tenantGet(p: { id: string }): Promise<TenantRecord | null>;
+  tenantList(p: ListParams): Promise<Page<TenantRecord>>;
+  /** Marks the tenant deleted and revokes its keys in one transaction. False when absent or already deleted. */
+  tenantDelete(p: { id: string; now: number }): Promise<boolean>;
+
+  apiKeyCreate(p: { key: ApiKeyRecord }): Promise<void>;
+  /** Live (unrevoked) key with this hash, whose tenant (if any) is live. */
+  apiKeyFindByHash(p: { hash: string }): Promise<ApiKeyRecord | null>;
+  apiKeyList(p: ListParams & { kind: ApiKeyKind }): Promise<Page<ApiKeyRecord>>;
+  /** False when absent, of another kind, or already revoked. */
+  apiKeyRevoke(p: { id: string; kind: ApiKeyKind; now: number }): Promise<boolean>;
+
+  /**
+   * Group commit: inserts every event of the batch in ONE transaction (one fsync), resolving only once it is
+   * durable. Results are in input order. Idempotency keys are unique per tenant within `idempotencyWindowMs`,
+   * also across concurrent batches and processes; a key older than the window is free again. Two items of the
+   * same batch sharing a key resolve to the same event.
+   */
+  eventInsertBatch(p: { events: NewEvent[]; now: number; idempotencyWindowMs: number }): Promise<EventInsertOutcome[]>;
+  /** `tenantId` null means any tenant (operator reads). */
+  eventGet(p: { id: string; tenantId: string | null }): Promise<EventRecord | null>;
+  /** Newest first. */
+  eventList(p: ListParams & { tenantId: string | null; type?: string | null }): Promise<Page<EventRecord>>;
+
+  /**
+   * The committed-event stream for fan-out: events durably accepted and not yet fanned out, oldest first. Every
+   * insert by eventInsertBatch enqueues here in the same transaction, so nothing committed is ever missed.
+   */
+  fanoutPendingCount(): Promise<number>;
+  /** Deletes expired idempotency records (older than the window); returns how many. */
+  idempotencyPrune(p: { olderThan: number }): Promise<number>;
+}

@@ -1,0 +1,25 @@
+/**
+ * The Store conformance suite against PostgreSQL. Every test gets its own schema (created by migrate() through the
+ * store's search_path and dropped afterwards), so tests and test files never share rows.
+ */
+import { createPostgresStore } from '../../src/adapters/postgres/postgres-store.ts';
+import type { Store } from '../../src/ports/store.ts';
+import { dropSchema, freshSchemaName, postgresUrl } from '../support/postgres.ts';
+import { runStoreConformance } from './store-conformance.ts';
+
+const schemas = new WeakMap<Store, string>();
+
+runStoreConformance({
+  name: 'postgres',
+  async createStore() {
+    const schema = freshSchemaName('conf');
+    const store = createPostgresStore({ connectionString: postgresUrl(), schema, poolSize: 10 });
+    schemas.set(store, schema);
+    return store;
+  },
+  async destroyStore(store) {
+    await store.close();
+    const schema = schemas.get(store);
+    if (schema) await dropSchema(postgresUrl(), schema);
+  },
+});

@@ -1,0 +1,106 @@
+/**
+ * A Hookrail instance for tests, built in-process without listening, on SQLite (a file of its own) or PostgreSQL
+ * (a schema of its own). `request` wraps `app.inject()`.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createPostgresStore } from '../../src/adapters/postgres/postgres-store.ts';
+import { createSqliteStore } from '../../src/adapters/sqlite/sqlite-store.ts';
+import { type Hookrail, startHookrail } from '../../src/bootstrap/start.ts';
+import { loadConfig, type Role } from '../../src/config/config.ts';
+import type { Clock } from '../../src/ports/clock.ts';
+import type { Store } from '../../src/ports/store.ts';
+import { dropSchema, freshSchemaName, postgresUrl } from './postgres.ts';
+
+export type StoreKind = 'sqlite' | 'postgres';
+export const STORE_KINDS: StoreKind[] = ['sqlite', 'postgres'];
+
+export const ADMIN_TOKEN = 'hka_test_operator_token';
+
+export interface TestStore {
+  store: Store;
+  destroy(): Promise<void>;
+}
+
+export async function createTestStore(kind: StoreKind): Promise<TestStore> {
+  if (kind === 'sqlite') {
+    const dir = mkdtempSync(join(tmpdir(), 'hookrail-test-'));
+    const store = createSqliteStore({ filename: join(dir, 'hookrail.db') });
+    await store.migrate();
+    return {
+      store,
+      destroy: async () => {
+        await store.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
+  const url = postgresUrl();
+  const schema = freshSchemaName();
+  const store = createPostgresStore({ connectionString: url, schema });
+  await store.migrate();
+  return {
+    store,
+    destroy: async () => {
+      await store.close();
+      await dropSchema(url, schema);
+    },
+  };
+}
+
+export interface TestApp {
+  hookrail: Hookrail;
+  store: Store;
+  request(opts: {
+    method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+    url: string;
+    token?: string | null;
+    body?: unknown;
+    rawBody?: string | Buffer;
+    headers?: Record<string, string>;
+  }): Promise<{ status: number; body: any; headers: Record<string, unknown> }>;
+  close(): Promise<void>;
+}
+
+export async function createTestApp(
+  kind: StoreKind,
+  opts: { clock?: Clock; roles?: Role[]; env?: Record<string, string> } = {},
+): Promise<TestApp> {
+  const { store, destroy } = await createTestStore(kind);
+  const dataDir = mkdtempSync(join(tmpdir(), 'hookrail-data-'));
+  const config = loadConfig({
+    HOOKRAIL_DATA_DIR: dataDir,
+    HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
+    HOOKRAIL_ROLES: (opts.roles ?? ['intake', 'control']).join(','),
+    HOOKRAIL_AUTH_CACHE_MS: '0',
+    ...opts.env,
+  });
+  const hookrail = await startHookrail({ config, store, logger: false, listen: false, clock: opts.clock });
+  const app = hookrail.app;
+  if (!app) throw new Error('no HTTP roles');
+  return {
+    hookrail,
+    store,
+    async request({ method, url, token = ADMIN_TOKEN, body, rawBody, headers = {} }) {
+      const h: Record<string, string> = { ...headers };
+      if (token) h.authorization = `Bearer ${token}`;
+      let payload: string | Buffer | undefined = rawBody;
+      if (body !== undefined) {
+        payload = JSON.stringify(body);
+        h['content-type'] ??= 'application/json';
+      }
+      const res = await app.inject({ method, url, headers: h, payload });
+      let parsed: unknown = res.body;
+      try {
+        parsed = res.body ? JSON.parse(res.body) : null;
+      } catch {}
+      return { status: res.statusCode, body: parsed, headers: res.headers };
+    },
+    async close() {
+      await hookrail.close();
+      await destroy();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
