@@ -41,13 +41,22 @@ describe.each(STORE_KINDS)('API on %s', (kind) => {
       method: 'POST',
       url: '/v1/events',
       token: producerKey,
-      body: { tenant_id: tenant.id, type: 'order.created', data: { order: 42, note: 'Zoë €' }, resource_id: 'ord_42' },
+      body: {
+        tenant_id: tenant.id,
+        type: 'order.created',
+        data: { order: 42, note: 'Zoë €' },
+        resource_id: 'ord_42',
+      },
     });
     expect(res.status).toBe(202);
     expect(res.body.id).toMatch(/^evt_/);
     expect(res.body.created_at).toBe(new Date(clock.now()).toISOString());
 
-    const asTenant = await t.request({ method: 'GET', url: `/v1/events/${res.body.id}`, token: tenant.tenant_key });
+    const asTenant = await t.request({
+      method: 'GET',
+      url: `/v1/events/${res.body.id}`,
+      token: tenant.tenant_key,
+    });
     expect(asTenant.status).toBe(200);
     expect(asTenant.body).toEqual({
       id: res.body.id,
@@ -95,7 +104,11 @@ describe.each(STORE_KINDS)('API on %s', (kind) => {
       });
       expect(r.status).toBe(202);
     }
-    const first = await t.request({ method: 'GET', url: '/v1/events?type=page.test&limit=2', token: tenant.tenant_key });
+    const first = await t.request({
+      method: 'GET',
+      url: '/v1/events?type=page.test&limit=2',
+      token: tenant.tenant_key,
+    });
     expect(first.status).toBe(200);
     expect(first.body.data.map((e: { data: { i: number } }) => e.data.i)).toEqual([4, 3]);
     const second = await t.request({
@@ -107,7 +120,11 @@ describe.each(STORE_KINDS)('API on %s', (kind) => {
     const otherView = await t.request({ method: 'GET', url: '/v1/events', token: other.body.tenant_key });
     expect(otherView.body.data).toEqual([]);
     const eventId = first.body.data[0].id;
-    const cross = await t.request({ method: 'GET', url: `/v1/events/${eventId}`, token: other.body.tenant_key });
+    const cross = await t.request({
+      method: 'GET',
+      url: `/v1/events/${eventId}`,
+      token: other.body.tenant_key,
+    });
     expect(cross.status).toBe(404);
   });
 

@@ -6,7 +6,12 @@
 import { isUtf8 } from 'node:buffer';
 import swagger from '@fastify/swagger';
 import { Ajv } from 'ajv';
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, LogController } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  LogController,
+} from 'fastify';
 import type { Logger } from 'pino';
 import type { Authenticator, Principal } from '../app/auth.ts';
 import type { GroupCommitter } from '../app/group-commit.ts';
@@ -65,7 +70,12 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
 
   // Bodies are validated strictly (no coercion, no silently removed fields); query strings are coerced because
   // everything in a URL is a string. Two compilers, one schema language.
-  const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false });
+  const strict = new Ajv({
+    allErrors: false,
+    coerceTypes: false,
+    removeAdditional: false,
+    useDefaults: false,
+  });
   const lenient = new Ajv({ coerceTypes: true, removeAdditional: false, useDefaults: true });
   for (const ajv of [strict, lenient]) {
     ajv.addFormat('date-time', true);
@@ -80,7 +90,8 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => {
     const buf = body as Buffer;
-    if (!isUtf8(buf)) return done(new ApiError('invalid_json', 'The request body is not valid UTF-8.'), undefined);
+    if (!isUtf8(buf))
+      return done(new ApiError('invalid_json', 'The request body is not valid UTF-8.'), undefined);
     try {
       done(null, JSON.parse(buf.toString('utf8')));
     } catch {
@@ -117,7 +128,8 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       req.log.error({ err }, 'unhandled error');
       apiError = new ApiError('internal_error');
     }
-    if (apiError.retryAfterSeconds !== undefined) reply.header('retry-after', String(apiError.retryAfterSeconds));
+    if (apiError.retryAfterSeconds !== undefined)
+      reply.header('retry-after', String(apiError.retryAfterSeconds));
     return reply.status(apiError.status).send({
       error: {
         code: apiError.code,
@@ -137,14 +149,17 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       info: {
         title: 'Hookrail API',
         version: deps.version,
-        description: 'Webhook delivery: hand over events; Hookrail delivers them signed, retried and recorded.',
+        description:
+          'Webhook delivery: hand over events; Hookrail delivers them signed, retried and recorded.',
       },
       components: {
         securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
       },
       security: [{ bearer: [] }],
     },
-    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (json.$id as string) ?? `def-${i}` },
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) => (json.$id as string) ?? `def-${i}`,
+    },
   });
 
   // Authentication for everything under /v1 except the public, machine-readable documents.

@@ -57,7 +57,12 @@ export const TenantCreated = Type.Object({
 });
 
 export const ProducerKey = Type.Object(
-  { id: Type.String(), name: Type.Union([Type.String(), Type.Null()]), prefix: Type.String(), created_at: Timestamp },
+  {
+    id: Type.String(),
+    name: Type.Union([Type.String(), Type.Null()]),
+    prefix: Type.String(),
+    created_at: Timestamp,
+  },
   { $id: 'ProducerKey' },
 );
 
@@ -78,7 +83,10 @@ export const EventCreate = Type.Object(
   {
     tenant_id: Type.String({ minLength: 1, maxLength: 64 }),
     type: Type.String({ minLength: 1, maxLength: EVENT_TYPE_MAX, pattern: EVENT_TYPE_PATTERN }),
-    data: Type.Object({}, { additionalProperties: true, description: 'Any JSON object; delivered verbatim.' }),
+    data: Type.Object(
+      {},
+      { additionalProperties: true, description: 'Any JSON object; delivered verbatim.' },
+    ),
     resource_id: Type.Optional(
       Type.String({
         minLength: 1,

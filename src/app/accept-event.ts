@@ -4,7 +4,12 @@
  * subscriptions or an HTTP client; scripts/check-boundaries.ts enforces it.
  */
 import { ApiError } from '../domain/errors.ts';
-import { eventRequestHash, IDEMPOTENCY_KEY_PATTERN, jsonDepth, MAX_JSON_DEPTH } from '../domain/event-rules.ts';
+import {
+  eventRequestHash,
+  IDEMPOTENCY_KEY_PATTERN,
+  jsonDepth,
+  MAX_JSON_DEPTH,
+} from '../domain/event-rules.ts';
 import { newId } from '../domain/ids.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { EventRecord, Store } from '../ports/store.ts';

@@ -61,7 +61,7 @@ export class GroupCommitter {
         now: this.opts.now(),
         idempotencyWindowMs: this.opts.idempotencyWindowMs,
       });
-      batch.forEach((w, i) => w.resolve(outcomes[i] as EventInsertOutcome));
+      for (let i = 0; i < batch.length; i++) (batch[i] as Waiter).resolve(outcomes[i] as EventInsertOutcome);
     } catch (err) {
       for (const w of batch) w.reject(err);
     } finally {

@@ -71,7 +71,9 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err) => {
-    process.stderr.write(`${err instanceof ConfigError ? 'configuration error' : 'error'}: ${err.message ?? err}\n`);
+    process.stderr.write(
+      `${err instanceof ConfigError ? 'configuration error' : 'error'}: ${err.message ?? err}\n`,
+    );
     process.exit(1);
   },
 );

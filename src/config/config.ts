@@ -91,7 +91,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError('DATABASE_URL must be a postgres:// URL (leave it unset for SQLite)');
   }
   const egress = get('HOOKRAIL_EGRESS_SOURCE_ADDRESS');
-  if (egress && isIP(egress) === 0) throw new ConfigError('HOOKRAIL_EGRESS_SOURCE_ADDRESS must be an IP address');
+  if (egress && isIP(egress) === 0)
+    throw new ConfigError('HOOKRAIL_EGRESS_SOURCE_ADDRESS must be an IP address');
   return {
     port: parsePort(get('HOOKRAIL_PORT') ?? '8080'),
     host: get('HOOKRAIL_HOST') ?? '127.0.0.1',

@@ -8,7 +8,9 @@
  * tenants can recognise a key in lists and audit entries; it is far too short to help guess the rest.
  */
 import { createHash } from 'node:crypto';
-import type { Random } from '../ports/clock.ts';
+
+// Structurally the Random port (src/ports/clock.ts): the domain imports no ports, only node:crypto and itself.
+type RandomBytes = { bytes(n: number): Buffer };
 
 export const API_KEY_PREFIXES = { producer: 'hkp_', tenant: 'hkt_' } as const;
 export type ApiKeyKind = keyof typeof API_KEY_PREFIXES;
@@ -22,7 +24,7 @@ export interface GeneratedApiKey {
   prefix: string;
 }
 
-export function generateApiKey(kind: ApiKeyKind, random: Random): GeneratedApiKey {
+export function generateApiKey(kind: ApiKeyKind, random: RandomBytes): GeneratedApiKey {
   const key = API_KEY_PREFIXES[kind] + random.bytes(API_KEY_BYTES).toString('base64url');
   return { key, hash: hashApiKey(key), prefix: key.slice(0, API_KEY_DISPLAY_PREFIX_LENGTH) };
 }

@@ -18,7 +18,10 @@ export const ERRORS = {
     status: 409,
     message: 'This Idempotency-Key was already used for a different request.',
   },
-  confirmation_required: { status: 409, message: 'This action affects many deliveries; resend with confirm.' },
+  confirmation_required: {
+    status: 409,
+    message: 'This action affects many deliveries; resend with confirm.',
+  },
   payload_too_large: { status: 413, message: 'The request body is too large.' },
   unsupported_media_type: { status: 415, message: 'Content-Type must be application/json.' },
   unprocessable: { status: 422, message: 'The request is well-formed but cannot be processed.' },

@@ -75,8 +75,8 @@ export function classifyOutcome(input: AttemptResult): Outcome {
 
 /**
  * `Retry-After` (RFC 9110 §10.2.3) as a delay in ms from `nowMs`, capped at RETRY_AFTER_CAP_MS; a date in the
- * past means "now" (0). Anything unparseable returns undefined and the computed backoff applies — a broken
- * header must never stall or speed up a delivery beyond the published schedule.
+ * past means "now" (0). Anything unparseable (negative, fractional, ISO 8601, a non-GMT zone) returns undefined
+ * and the computed backoff applies, so a broken header can neither stall a delivery nor skip its backoff.
  */
 export function parseRetryAfter(header: string, nowMs: number): number | undefined {
   const value = header.trim();
@@ -104,12 +104,16 @@ export function parseHttpDate(value: string): number | undefined {
   if (!fields) return undefined;
   const { year, monthName, day, hour, minute, second } = fields;
   const month = MONTHS.indexOf(monthName.toLowerCase());
-  if (month < 0 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) return undefined;
+  if (month < 0 || day < 1 || day > daysInMonth(year, month)) return undefined;
+  if (hour > 23 || minute > 59 || second > 60) return undefined;
   // A leap second (60) is clamped; Date.UTC would otherwise roll it into the next minute.
-  const ms = Date.UTC(year, month, day, hour, minute, Math.min(second, 59));
-  // Date.UTC rolls 31 Feb over into March; reject instead of guessing.
-  if (new Date(ms).getUTCDate() !== day) return undefined;
-  return ms;
+  return Date.UTC(year, month, day, hour, minute, Math.min(second, 59));
+}
+
+// Checked by hand because Date.UTC silently rolls 31 Feb over into March.
+function daysInMonth(year: number, month: number): number {
+  if (month !== 1) return [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month]!;
+  return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
 }
 
 interface HttpDateFields {

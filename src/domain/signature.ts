@@ -9,7 +9,9 @@
  * invalid UTF-8 bytes would not verify for them.
  */
 import { createHmac } from 'node:crypto';
-import type { Random } from '../ports/clock.ts';
+
+// Structurally the Random port (src/ports/clock.ts): the domain imports no ports, only node:crypto and itself.
+type RandomBytes = { bytes(n: number): Buffer };
 
 export const SECRET_PREFIX = 'whsec_';
 /** We generate 32 bytes; we accept 24..64 on import, the range the spec allows (Svix generates 24). */
@@ -20,7 +22,7 @@ const BASE64_RE = /^[A-Za-z0-9+/]+={0,2}$/;
 // Ids from our own generators are `msg_<ULID>`; the spec forbids `.` because it is the field separator.
 const WEBHOOK_ID_RE = /^[A-Za-z0-9_-]{1,255}$/;
 
-export function generateSecret(random: Random): string {
+export function generateSecret(random: RandomBytes): string {
   return SECRET_PREFIX + random.bytes(SECRET_BYTES).toString('base64');
 }
 

@@ -106,7 +106,11 @@ export interface Store {
    * also across concurrent batches and processes; a key older than the window is free again. Two items of the
    * same batch sharing a key resolve to the same event.
    */
-  eventInsertBatch(p: { events: NewEvent[]; now: number; idempotencyWindowMs: number }): Promise<EventInsertOutcome[]>;
+  eventInsertBatch(p: {
+    events: NewEvent[];
+    now: number;
+    idempotencyWindowMs: number;
+  }): Promise<EventInsertOutcome[]>;
   /** `tenantId` null means any tenant (operator reads). */
   eventGet(p: { id: string; tenantId: string | null }): Promise<EventRecord | null>;
   /** Newest first. */

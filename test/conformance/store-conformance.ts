@@ -199,7 +199,10 @@ export function runStoreConformance(opts: StoreConformanceOptions): void {
 
       test('creates an event and records it exactly', async () => {
         const { tenant } = await newTenant();
-        const ev = { ...eventRecord(tenant.id, { body: { a: [1, 'é', null] } }), resourceId: 'ord_1' };
+        const ev = {
+          ...eventRecord(tenant.id, { body: { a: [1, 'é', null], s: 'back\\slash "q" {x,y} NULL' } }),
+          resourceId: 'ord_1',
+        };
         expect(await insert([ev])).toEqual([{ kind: 'created', event: ev }]);
         expect(await store.eventGet({ id: ev.id, tenantId: tenant.id })).toEqual(ev);
         expect(await store.fanoutPendingCount()).toBe(1);
@@ -328,7 +331,7 @@ export function runStoreConformance(opts: StoreConformanceOptions): void {
       test('concurrent batches with overlapping keys in opposite orders', async () => {
         // Guards against lock-order deadlocks as much as against duplicates.
         const { tenant } = await newTenant();
-        const keys = ['k1', 'k2', 'k3', 'k4', 'k5'];
+        const keys = Array.from({ length: 50 }, (_, i) => `k${String(i).padStart(2, '0')}`);
         const batches = Array.from({ length: 8 }, (_, i) => {
           const ks = i % 2 === 0 ? keys : [...keys].reverse();
           return ks.map((k) => eventRecord(tenant.id, { key: k, body: { k } }));

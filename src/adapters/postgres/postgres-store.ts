@@ -16,7 +16,6 @@ import {
   type ApiKeyRecord,
   type EventInsertOutcome,
   type EventRecord,
-  type ListParams,
   type Page,
   type Store,
   StoreUnavailableError,

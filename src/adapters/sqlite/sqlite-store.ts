@@ -80,7 +80,9 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store {
   db.pragma('busy_timeout = 5000');
 
   const migrate = () => {
-    db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)');
+    db.exec(
+      'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',
+    );
     const applied = new Set(
       (db.prepare('SELECT version FROM schema_migrations').all() as Row[]).map((r) => r.version as number),
     );
@@ -93,7 +95,10 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store {
       const sql = readFileSync(new URL(file, MIGRATIONS_DIR), 'utf8');
       db.transaction(() => {
         db.exec(sql);
-        db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(version, Date.now());
+        db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(
+          version,
+          Date.now(),
+        );
       }).immediate();
     }
   };
@@ -136,8 +141,13 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store {
           e.idempotencyKey,
         ) as Row | undefined;
         if (existing && (existing.created_at as number) > now - windowMs) {
-          const original = eventFromRow(st('SELECT * FROM events WHERE id = ?').get(existing.event_id) as Row);
-          out.push({ kind: existing.request_hash === e.requestHash ? 'duplicate' : 'key_conflict', event: original });
+          const original = eventFromRow(
+            st('SELECT * FROM events WHERE id = ?').get(existing.event_id) as Row,
+          );
+          out.push({
+            kind: existing.request_hash === e.requestHash ? 'duplicate' : 'key_conflict',
+            event: original,
+          });
           continue;
         }
         insertEvent(e);
@@ -202,7 +212,10 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store {
     tenantDelete: ({ id, now }) =>
       guard(() =>
         db.transaction(() => {
-          const res = st('UPDATE tenants SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL').run(now, id);
+          const res = st('UPDATE tenants SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL').run(
+            now,
+            id,
+          );
           if (res.changes === 0) return false;
           st('UPDATE api_keys SET revoked_at = ? WHERE tenant_id = ? AND revoked_at IS NULL').run(now, id);
           return true;
@@ -235,8 +248,11 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store {
     apiKeyRevoke: ({ id, kind, now }) =>
       guard(
         () =>
-          st('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND kind = ? AND revoked_at IS NULL').run(now, id, kind)
-            .changes > 0,
+          st('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND kind = ? AND revoked_at IS NULL').run(
+            now,
+            id,
+            kind,
+          ).changes > 0,
       ),
 
     eventInsertBatch: ({ events, now, idempotencyWindowMs }) =>

@@ -15,7 +15,12 @@ import {
   listOf,
 } from '../schemas.ts';
 
-type EventCreateBody = { tenant_id: string; type: string; data: Record<string, unknown>; resource_id?: string };
+type EventCreateBody = {
+  tenant_id: string;
+  type: string;
+  data: Record<string, unknown>;
+  resource_id?: string;
+};
 
 // `data` is stored as canonical JSON text; embedding it raw avoids a parse/serialise round trip per read.
 const eventJson = (e: EventRecord) =>
@@ -35,13 +40,19 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
             'key for the same tenant within 24 h returns the original event (200 with `idempotent-replayed: true`).',
           tags: ['events'],
           body: EventCreate,
-          response: { 202: EventAccepted, 200: EventAccepted, ...errorResponses(400, 401, 403, 404, 409, 413, 415, 503) },
+          response: {
+            202: EventAccepted,
+            200: EventAccepted,
+            ...errorResponses(400, 401, 403, 404, 409, 413, 415, 503),
+          },
         },
       },
       async (req, reply) => {
-        if (req.principal.kind !== 'producer' && req.principal.kind !== 'operator') throw new ApiError('forbidden');
+        if (req.principal.kind !== 'producer' && req.principal.kind !== 'operator')
+          throw new ApiError('forbidden');
         const header = req.headers['idempotency-key'];
-        if (Array.isArray(header)) throw new ApiError('validation_failed', 'Send one Idempotency-Key header.');
+        if (Array.isArray(header))
+          throw new ApiError('validation_failed', 'Send one Idempotency-Key header.');
         const { event, replayed } = await acceptEvent(
           { ...deps, committer },
           {
@@ -75,7 +86,10 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
     async (req, reply) => {
       const event = await deps.store.eventGet({ id: req.params.id, tenantId: readScope(req.principal) });
       if (!event) throw new ApiError('not_found');
-      return reply.type('application/json').serializer((s: string) => s).send(eventJson(event));
+      return reply
+        .type('application/json')
+        .serializer((s: string) => s)
+        .send(eventJson(event));
     },
   );
 
@@ -94,7 +108,10 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
       const scope = readScope(req.principal);
       const tenantId = scope ?? req.query.tenant_id ?? null;
       if (scope !== null && req.query.tenant_id !== undefined && req.query.tenant_id !== scope) {
-        return reply.type('application/json').serializer((s: string) => s).send('{"data":[],"next_cursor":null}');
+        return reply
+          .type('application/json')
+          .serializer((s: string) => s)
+          .send('{"data":[],"next_cursor":null}');
       }
       const page = await deps.store.eventList({
         tenantId,
@@ -103,7 +120,10 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
         cursor: req.query.cursor ?? null,
       });
       const body = `{"data":[${page.data.map(eventJson).join(',')}],"next_cursor":${JSON.stringify(page.nextCursor)}}`;
-      return reply.type('application/json').serializer((s: string) => s).send(body);
+      return reply
+        .type('application/json')
+        .serializer((s: string) => s)
+        .send(body);
     },
   );
 };

@@ -28,9 +28,13 @@ export const producerKeyRoutes = (deps: ApiDeps) => async (app: FastifyInstance)
     async (req, reply) => {
       requireOperator(req.principal);
       const { record, key } = await createProducerKey(deps, { name: req.body.name ?? null });
-      return reply
-        .status(201)
-        .send({ id: record.id, name: record.name, prefix: record.prefix, created_at: iso(record.createdAt), key });
+      return reply.status(201).send({
+        id: record.id,
+        name: record.name,
+        prefix: record.prefix,
+        created_at: iso(record.createdAt),
+        key,
+      });
     },
   );
 
@@ -52,7 +56,12 @@ export const producerKeyRoutes = (deps: ApiDeps) => async (app: FastifyInstance)
         cursor: req.query.cursor ?? null,
       });
       return {
-        data: page.data.map((k) => ({ id: k.id, name: k.name, prefix: k.prefix, created_at: iso(k.createdAt) })),
+        data: page.data.map((k) => ({
+          id: k.id,
+          name: k.name,
+          prefix: k.prefix,
+          created_at: iso(k.createdAt),
+        })),
         next_cursor: page.nextCursor,
       };
     },
@@ -70,7 +79,11 @@ export const producerKeyRoutes = (deps: ApiDeps) => async (app: FastifyInstance)
     },
     async (req, reply) => {
       requireOperator(req.principal);
-      const revoked = await deps.store.apiKeyRevoke({ id: req.params.id, kind: 'producer', now: deps.clock.now() });
+      const revoked = await deps.store.apiKeyRevoke({
+        id: req.params.id,
+        kind: 'producer',
+        now: deps.clock.now(),
+      });
       if (!revoked) throw new ApiError('not_found');
       deps.auth.forgetAll();
       return reply.status(204).send();

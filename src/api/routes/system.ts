@@ -19,7 +19,9 @@ export const systemRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
       return { ready: true, store: deps.store.capabilities.kind };
     } catch (err) {
       reply.header('retry-after', '2');
-      return reply.status(503).send({ ready: false, store: deps.store.capabilities.kind, reason: String(err) });
+      return reply
+        .status(503)
+        .send({ ready: false, store: deps.store.capabilities.kind, reason: String(err) });
     } finally {
       clearTimeout(timer);
     }

@@ -3,7 +3,16 @@ import { requireOperator } from '../../app/auth.ts';
 import { createTenant } from '../../app/manage-tenants.ts';
 import { ApiError } from '../../domain/errors.ts';
 import type { ApiDeps } from '../build-api.ts';
-import { errorResponses, IdParams, iso, ListQuery, listOf, Tenant, TenantCreate, TenantCreated } from '../schemas.ts';
+import {
+  errorResponses,
+  IdParams,
+  iso,
+  ListQuery,
+  listOf,
+  Tenant,
+  TenantCreate,
+  TenantCreated,
+} from '../schemas.ts';
 
 export const tenantRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
   app.post<{ Body: { name: string } }>(
@@ -11,7 +20,8 @@ export const tenantRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
     {
       schema: {
         summary: 'Create a tenant (operator)',
-        description: 'The tenant key and the step-up TOTP seed are in this answer only; they are never shown again.',
+        description:
+          'The tenant key and the step-up TOTP seed are in this answer only; they are never shown again.',
         tags: ['tenants'],
         body: TenantCreate,
         response: { 201: TenantCreated, ...errorResponses(400, 401, 403, 415, 503) },

@@ -1,0 +1,188 @@
+/**
+ * The delivery plane's storage: endpoints and their signing secrets, fan-out, deliveries (the queue, a projection)
+ * and the append-only attempt log. Same conventions as store.ts: entity-first methods, one params object, `now`
+ * passed in, integer milliseconds.
+ */
+import type { ListParams, Page } from './store.ts';
+
+export type Ordering = 'none' | 'endpoint' | 'resource';
+export type EndpointStatus = 'enabled' | 'disabled';
+
+export interface EndpointRecord {
+  id: string;
+  tenantId: string;
+  url: string;
+  description: string | null;
+  /** Exact types, `prefix.*`, or `*`. */
+  eventTypes: string[];
+  ordering: Ordering;
+  maxConcurrency: number;
+  /** Custom headers sent with every delivery (validated at the API). */
+  headers: Record<string, string>;
+  status: EndpointStatus;
+  disabledReason: string | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface SecretRecord {
+  id: string;
+  endpointId: string;
+  tenantId: string;
+  /** KeyService envelope of the `whsec_…` string, bound to tenant and endpoint ids. */
+  sealed: string;
+  activeFrom: number;
+  /** null: active until rotated away. */
+  activeUntil: number | null;
+  createdAt: number;
+}
+
+export type EndpointPatch = Partial<
+  Pick<EndpointRecord, 'url' | 'description' | 'eventTypes' | 'ordering' | 'maxConcurrency' | 'headers'>
+>;
+
+export type DeliveryStatus = 'pending' | 'delivered' | 'dead' | 'cancelled';
+
+export interface DeliveryRecord {
+  id: string;
+  tenantId: string;
+  endpointId: string;
+  eventId: string;
+  eventType: string;
+  resourceId: string | null;
+  /** The `webhook-id`: minted at fan-out, identical on every attempt and replay. */
+  webhookId: string;
+  status: DeliveryStatus;
+  attempts: number;
+  nextAttemptAt: number | null;
+  firstAttemptAt: number | null;
+  lastAttemptAt: number | null;
+  /** Why it was dead-lettered or cancelled: 'max_attempts', 'max_age', 'permanent_failure', 'endpoint_deleted' … */
+  statusReason: string | null;
+  replayedFrom: string | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** What a delivery worker needs to make one attempt, read in the leasing transaction. */
+export interface LeasedDelivery {
+  delivery: DeliveryRecord;
+  endpoint: { id: string; tenantId: string; url: string; headers: Record<string, string> };
+  event: { id: string; type: string; createdAt: number; data: string };
+  leaseUntil: number;
+}
+
+export type AttemptOutcome = 'delivered' | 'retryable' | 'permanent';
+
+export interface AttemptRecord {
+  id: string;
+  deliveryId: string;
+  endpointId: string;
+  tenantId: string;
+  /** 1-based. */
+  attemptNo: number;
+  url: string;
+  /** When the attempt was due; queue wait = startedAt - dueAt. */
+  dueAt: number;
+  startedAt: number;
+  finishedAt: number;
+  outcome: AttemptOutcome;
+  /** null when no response arrived. */
+  statusCode: number | null;
+  /** Transport error class, 'http_status', or null when delivered. */
+  errorClass: string | null;
+  errorMessage: string | null;
+  /** Every hop with the exact headers sent (signatures included). */
+  request: { hops: Array<{ url: string; headers: Record<string, string>; status: number | null }> };
+  responseHeaders: Record<string, string> | null;
+  /** First 4 KiB of the response body, base64. */
+  responseBody: string | null;
+  queueMs: number;
+  platformMs: number;
+  consumerMs: number | null;
+}
+
+/** The result of one attempt and the delivery's next state, written together (attempt appended, projection updated). */
+export interface AttemptCompletion {
+  attempt: AttemptRecord;
+  leaseOwner: string;
+  next:
+    | { status: 'pending'; nextAttemptAt: number }
+    | { status: 'delivered' }
+    | { status: 'dead'; reason: string };
+}
+
+export interface DeliveryIdFactory {
+  delivery(): string;
+  webhookId(): string;
+}
+
+export interface DeliveryStore {
+  endpointCreate(p: { endpoint: EndpointRecord; secret: SecretRecord }): Promise<void>;
+  /** `tenantId` null: any tenant (operator). Deleted endpoints are absent. */
+  endpointGet(p: { id: string; tenantId: string | null }): Promise<EndpointRecord | null>;
+  endpointList(p: ListParams & { tenantId: string | null }): Promise<Page<EndpointRecord>>;
+  /**
+   * Applies the patch. When `eventTypes` narrows, pending deliveries whose type no longer matches are cancelled in
+   * the same transaction (an acknowledged unsubscribe binds, ADR-16). Null when absent.
+   */
+  endpointUpdate(p: {
+    id: string;
+    tenantId: string;
+    patch: EndpointPatch;
+    now: number;
+  }): Promise<EndpointRecord | null>;
+  /** Deletes the endpoint and cancels its pending deliveries (kept as records). False when absent. */
+  endpointDelete(p: { id: string; tenantId: string; now: number }): Promise<boolean>;
+  /** Disable keeps the backlog pending but leases nothing for the endpoint; enable resumes. */
+  endpointSetStatus(p: {
+    id: string;
+    tenantId: string;
+    status: EndpointStatus;
+    reason: string | null;
+    now: number;
+  }): Promise<EndpointRecord | null>;
+
+  /**
+   * Adds a secret. Every secret still active gets `active_until = min(current, previousActiveUntil)`, and all but
+   * the newest of them is retired at once, so at most two are ever active.
+   */
+  secretRotate(p: { secret: SecretRecord; previousActiveUntil: number; now: number }): Promise<void>;
+  /** Active and not yet expired secrets (metadata and sealed values), newest first. */
+  secretListActive(p: { endpointId: string; now: number }): Promise<SecretRecord[]>;
+  /** Retires a secret now; refuses (returns 'last') to retire the only active one. */
+  secretRetire(p: { id: string; endpointId: string; now: number }): Promise<'retired' | 'not_found' | 'last'>;
+
+  /**
+   * Fan-out, exactly once: takes up to `limit` committed events from the fan-out stream, reads each tenant's
+   * enabled endpoints in the same transaction (strongly consistent, once per event), creates one delivery per
+   * matching endpoint, and removes the events from the stream. Returns how many events it processed.
+   */
+  fanoutRun(p: {
+    now: number;
+    limit: number;
+    ids: DeliveryIdFactory;
+  }): Promise<{ events: number; deliveries: number }>;
+
+  /**
+   * Leases due deliveries fairly across endpoints: endpoints with ready work are served least-recently-served
+   * first, each within its in-flight cap (global, across processes), at most `perEndpoint` per endpoint per call.
+   */
+  deliveryLease(p: {
+    owner: string;
+    now: number;
+    limit: number;
+    perEndpoint: number;
+    leaseMs: number;
+  }): Promise<LeasedDelivery[]>;
+  /** Appends the attempts and updates the deliveries and in-flight counts, in one transaction. */
+  deliveryComplete(p: { completions: AttemptCompletion[]; now: number }): Promise<void>;
+  /** Returns deliveries whose lease expired (worker died) to the queue; returns how many. */
+  deliveryExpireLeases(p: { now: number }): Promise<number>;
+  deliveryGet(p: { id: string; tenantId: string | null }): Promise<DeliveryRecord | null>;
+  deliveryList(
+    p: ListParams & { endpointId: string; tenantId: string | null; status: DeliveryStatus | null },
+  ): Promise<Page<DeliveryRecord>>;
+  attemptList(p: { deliveryId: string; tenantId: string | null }): Promise<AttemptRecord[]>;
+  attemptGet(p: { id: string; tenantId: string | null }): Promise<AttemptRecord | null>;
+}

@@ -1,0 +1,24 @@
+/** The Store conformance suite against SQLite: each test gets a database file of its own. */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createSqliteStore } from '../../src/adapters/sqlite/sqlite-store.ts';
+import type { Store } from '../../src/ports/store.ts';
+import { runStoreConformance } from './store-conformance.ts';
+
+const dirs = new WeakMap<Store, string>();
+
+runStoreConformance({
+  name: 'sqlite',
+  async createStore() {
+    const dir = mkdtempSync(join(tmpdir(), 'hookrail-conf-'));
+    const store = createSqliteStore({ filename: join(dir, 'hookrail.db') });
+    dirs.set(store, dir);
+    return store;
+  },
+  async destroyStore(store) {
+    await store.close();
+    const dir = dirs.get(store);
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  },
+});
