@@ -19,10 +19,16 @@ import type { TenantDirectory } from '../app/tenant-directory.ts';
 import { ApiError, ERRORS, type ErrorCode } from '../domain/errors.ts';
 import { MAX_EVENT_BODY_BYTES } from '../domain/event-rules.ts';
 import type { Clock, Random } from '../ports/clock.ts';
+import type { DestinationChecker } from '../ports/http-sender.ts';
 import type { KeyService } from '../ports/key-service.ts';
 import { type Store, StoreUnavailableError } from '../ports/store.ts';
+import { deliveryRoutes } from './routes/deliveries.ts';
+import { endpointRoutes } from './routes/endpoints.ts';
 import { eventRoutes } from './routes/events.ts';
 import { producerKeyRoutes } from './routes/producer-keys.ts';
+import { publicRoutes } from './routes/public.ts';
+import { secretRoutes } from './routes/secrets.ts';
+import { stepUpRoutes } from './routes/step-up.ts';
 import { systemRoutes } from './routes/system.ts';
 import { tenantRoutes } from './routes/tenants.ts';
 import { ErrorBody } from './schemas.ts';
@@ -40,6 +46,8 @@ export interface ApiDeps {
   version: string;
   /** Roles this process serves; routes of absent roles answer 404. */
   serves: { intake: boolean; control: boolean };
+  /** Registration-time destination check (address guard); endpoints skip it when absent. */
+  destinations?: DestinationChecker;
 }
 
 declare module 'fastify' {
@@ -173,6 +181,11 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   if (deps.serves.control) {
     await app.register(tenantRoutes(deps));
     await app.register(producerKeyRoutes(deps));
+    await app.register(endpointRoutes(deps));
+    await app.register(secretRoutes(deps));
+    await app.register(deliveryRoutes(deps));
+    await app.register(stepUpRoutes(deps));
+    await app.register(publicRoutes());
   }
   await app.register(eventRoutes(deps));
   return app;

@@ -33,7 +33,7 @@ export const listOf = (item: TSchema) =>
 
 export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
 
-const Timestamp = Type.String({ format: 'date-time' });
+export const Timestamp = Type.String({ format: 'date-time' });
 
 export const Tenant = Type.Object(
   { id: Type.String(), name: Type.String(), created_at: Timestamp },

@@ -19,6 +19,8 @@ export interface GroupCommitterOptions {
   maxBatch: number;
   /** Commits that may be in flight at once (1 on SQLite, a few on PostgreSQL to overlap round trips). */
   maxInFlight: number;
+  /** Called after each durable commit that created events (wakes fan-out in this process). */
+  onCommit?: () => void;
 }
 
 export class GroupCommitter {
@@ -62,6 +64,7 @@ export class GroupCommitter {
         idempotencyWindowMs: this.opts.idempotencyWindowMs,
       });
       for (let i = 0; i < batch.length; i++) (batch[i] as Waiter).resolve(outcomes[i] as EventInsertOutcome);
+      this.opts.onCommit?.();
     } catch (err) {
       for (const w of batch) w.reject(err);
     } finally {

@@ -13,10 +13,13 @@ import { TenantDirectory } from '../app/tenant-directory.ts';
 import type { Config } from '../config/config.ts';
 import { IDEMPOTENCY_WINDOW_MS } from '../domain/event-rules.ts';
 import type { Clock, Random } from '../ports/clock.ts';
+import type { HttpSender } from '../ports/http-sender.ts';
 import type { Store } from '../ports/store.ts';
 import { loadOrCreateAdminToken } from './admin-token.ts';
+import { createSender } from './create-sender.ts';
 import { createStore } from './create-store.ts';
 import { VERSION } from './version.ts';
+import { createWorkers, type Workers } from './workers.ts';
 
 export interface Hookrail {
   app: FastifyInstance | null;
@@ -24,6 +27,7 @@ export interface Hookrail {
   /** Base URL when listening. */
   url: string | null;
   adminToken: string;
+  workers: Workers;
   /** Stop accepting, finish in-flight commits, stop workers, close the store. */
   close(): Promise<void>;
 }
@@ -37,6 +41,10 @@ export interface StartOptions {
   store?: Store;
   /** Build the app but do not listen (tests use inject). */
   listen?: boolean;
+  /** The delivery role's HTTP client; by default the guarded undici sender built from the configuration. */
+  sender?: HttpSender;
+  /** Do not start the background loops (tests drive them step by step). */
+  startWorkers?: boolean;
   /** Called once with a generated operator token (printed by the CLI). */
   onAdminTokenCreated?: (token: string) => void;
 }
@@ -57,6 +65,17 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
 
   const now = () => clock.now();
   const roles = new Set(config.roles);
+  const sender = opts.sender ?? (roles.has('delivery') ? createSender(config, clock) : null);
+  const workers = createWorkers({
+    config,
+    store,
+    keys,
+    clock,
+    random,
+    logger: logger || null,
+    sender,
+    userAgent: `Hookrail/${VERSION}`,
+  });
   const committer = roles.has('intake')
     ? new GroupCommitter({
         store,
@@ -64,6 +83,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
         idempotencyWindowMs: IDEMPOTENCY_WINDOW_MS,
         maxBatch: config.intakeMaxBatch,
         maxInFlight: store.capabilities.multiProcess ? 4 : 1,
+        onCommit: () => workers.eventsCommitted.poke(),
       })
     : null;
 
@@ -90,17 +110,22 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
     }
   }
 
+  if (opts.startWorkers !== false) workers.start();
+
   let closing: Promise<void> | null = null;
   return {
     app,
     store,
     url,
     adminToken: admin.token,
+    workers,
     close: () => {
       closing ??= (async () => {
         // Fastify's close stops accepting and waits for in-flight requests, whose commits the committer finishes.
         if (app) await app.close();
         if (committer) await committer.drain();
+        await workers.stop();
+        if (sender && !opts.sender) await sender.close();
         await store.close();
       })();
       return closing;

@@ -25,6 +25,16 @@ export interface Config {
   authCacheMs: number;
   /** Largest group-commit batch handed to the store in one transaction. */
   intakeMaxBatch: number;
+  /** Attempts one delivery process keeps in flight (they are mostly waiting on the network). */
+  deliveryConcurrency: number;
+  /** How often idle loops look for work written by other processes. */
+  pollMs: number;
+  /** Lease on a delivery being attempted; a crashed worker's deliveries return to the queue after it. */
+  leaseMs: number;
+  /** How long decrypted signing secrets are cached per process. */
+  secretCacheMs: number;
+  /** Deliver only to https:// URLs. */
+  httpsOnly: boolean;
 }
 
 export class ConfigError extends Error {}
@@ -111,5 +121,10 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     roles: parseRoles(get('HOOKRAIL_ROLES') ?? ROLES.join(',')),
     authCacheMs: Number(get('HOOKRAIL_AUTH_CACHE_MS') ?? '5000'),
     intakeMaxBatch: Number(get('HOOKRAIL_INTAKE_MAX_BATCH') ?? '512'),
+    deliveryConcurrency: Number(get('HOOKRAIL_DELIVERY_CONCURRENCY') ?? '256'),
+    pollMs: Number(get('HOOKRAIL_POLL_MS') ?? '100'),
+    leaseMs: Number(get('HOOKRAIL_LEASE_MS') ?? '60000'),
+    secretCacheMs: Number(get('HOOKRAIL_SECRET_CACHE_MS') ?? '5000'),
+    httpsOnly: (get('HOOKRAIL_HTTPS_ONLY') ?? 'false') === 'true',
   };
 }

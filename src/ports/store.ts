@@ -5,6 +5,7 @@
  *
  * Times are integer milliseconds since the Unix epoch throughout.
  */
+import type { DeliveryStore } from './delivery-store.ts';
 
 export interface StoreCapabilities {
   /** Several processes may share this store (PostgreSQL). SQLite is one process. */
@@ -78,19 +79,24 @@ export class StoreUnavailableError extends Error {
   }
 }
 
-export interface Store {
+export interface Store extends DeliveryStore {
   readonly capabilities: StoreCapabilities;
   /** Applies pending numbered migrations; safe to call concurrently from several processes. */
   migrate(): Promise<void>;
   /** Resolves when the database answers a trivial query; rejects with StoreUnavailableError otherwise. */
   ping(): Promise<void>;
+  /** Idempotent. */
   close(): Promise<void>;
 
   tenantCreate(p: { tenant: TenantRecord; tenantKey: ApiKeyRecord }): Promise<void>;
   /** Live tenants only (not deleted). */
   tenantGet(p: { id: string }): Promise<TenantRecord | null>;
+  /** Live tenants only. */
   tenantList(p: ListParams): Promise<Page<TenantRecord>>;
-  /** Marks the tenant deleted and revokes its keys in one transaction. False when absent or already deleted. */
+  /**
+   * Marks the tenant deleted, revokes its keys, deletes its endpoints and cancels their pending deliveries, in one
+   * transaction: once acknowledged, no new attempt starts (ADR-16). False when absent or already deleted.
+   */
   tenantDelete(p: { id: string; now: number }): Promise<boolean>;
 
   apiKeyCreate(p: { key: ApiKeyRecord }): Promise<void>;

@@ -5,11 +5,12 @@
 import { createPostgresStore } from '../../src/adapters/postgres/postgres-store.ts';
 import type { Store } from '../../src/ports/store.ts';
 import { dropSchema, freshSchemaName, postgresUrl } from '../support/postgres.ts';
-import { runStoreConformance } from './store-conformance.ts';
+import { runDeliveryConformance } from './delivery-conformance.ts';
+import { runStoreConformance, type StoreConformanceOptions } from './store-conformance.ts';
 
 const schemas = new WeakMap<Store, string>();
 
-runStoreConformance({
+const options: StoreConformanceOptions = {
   name: 'postgres',
   async createStore() {
     const schema = freshSchemaName('conf');
@@ -22,4 +23,7 @@ runStoreConformance({
     const schema = schemas.get(store);
     if (schema) await dropSchema(postgresUrl(), schema);
   },
-});
+};
+
+runStoreConformance(options);
+runDeliveryConformance(options);

@@ -4,11 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSqliteStore } from '../../src/adapters/sqlite/sqlite-store.ts';
 import type { Store } from '../../src/ports/store.ts';
-import { runStoreConformance } from './store-conformance.ts';
+import { runDeliveryConformance } from './delivery-conformance.ts';
+import { runStoreConformance, type StoreConformanceOptions } from './store-conformance.ts';
 
 const dirs = new WeakMap<Store, string>();
 
-runStoreConformance({
+const options: StoreConformanceOptions = {
   name: 'sqlite',
   async createStore() {
     const dir = mkdtempSync(join(tmpdir(), 'hookrail-conf-'));
@@ -21,4 +22,7 @@ runStoreConformance({
     const dir = dirs.get(store);
     if (dir) rmSync(dir, { recursive: true, force: true });
   },
-});
+};
+
+runStoreConformance(options);
+runDeliveryConformance(options);

@@ -7,7 +7,7 @@ import { createTestApp, STORE_KINDS, type TestApp } from '../support/test-hookra
 
 interface Case {
   name: string;
-  method: 'GET' | 'POST' | 'DELETE';
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
   url: string;
   token?: 'operator' | 'producer' | 'tenant' | 'none' | 'bogus';
   body?: unknown;
@@ -359,6 +359,76 @@ const CASES: Case[] = [
     code: 'not_found',
   },
   { name: 'unknown route', method: 'GET', url: '/v1/nothing-here', status: 404, code: 'route_not_found' },
+  {
+    name: 'endpoint with header injection',
+    method: 'POST',
+    url: '/v1/endpoints',
+    token: 'tenant',
+    body: { url: 'https://hooks.example.com/', event_types: ['*'], headers: { 'x-a': 'a\r\nb' } },
+    status: 400,
+    code: 'validation_failed',
+  },
+  {
+    name: 'endpoint with userinfo',
+    method: 'POST',
+    url: '/v1/endpoints',
+    token: 'tenant',
+    body: { url: 'https://u:p@hooks.example.com/', event_types: ['*'] },
+    status: 400,
+    code: 'invalid_url',
+  },
+  {
+    name: 'endpoint as text/plain',
+    method: 'POST',
+    url: '/v1/endpoints',
+    token: 'tenant',
+    rawBody: '{"url":"https://hooks.example.com/","event_types":["*"]}',
+    headers: { 'content-type': 'text/plain' },
+    status: 415,
+    code: 'unsupported_media_type',
+  },
+  {
+    name: 'producer creates endpoint',
+    method: 'POST',
+    url: '/v1/endpoints',
+    token: 'producer',
+    body: { url: 'https://hooks.example.com/', event_types: ['*'] },
+    status: 403,
+    code: 'forbidden',
+  },
+  {
+    name: 'operator creates endpoint',
+    method: 'POST',
+    url: '/v1/endpoints',
+    body: { url: 'https://hooks.example.com/', event_types: ['*'] },
+    status: 403,
+    code: 'forbidden',
+  },
+  {
+    name: 'patch unknown endpoint',
+    method: 'PATCH',
+    url: '/v1/endpoints/ep_00000000000000000000000000',
+    token: 'tenant',
+    body: { description: 'x' },
+    status: 404,
+    code: 'not_found',
+  },
+  {
+    name: 'step-up with a 5-digit code',
+    method: 'POST',
+    url: '/v1/auth/step-up',
+    token: 'tenant',
+    body: { totp: '12345' },
+    status: 400,
+    code: 'validation_failed',
+  },
+  {
+    name: 'unknown attempt',
+    method: 'GET',
+    url: '/v1/attempts/att_00000000000000000000000000',
+    status: 404,
+    code: 'not_found',
+  },
 ];
 
 describe.each(STORE_KINDS)('bad input on %s', (kind) => {
@@ -388,6 +458,7 @@ describe.each(STORE_KINDS)('bad input on %s', (kind) => {
       await t.store.apiKeyList({ kind: 'tenant', limit: 500, cursor: null }),
       await t.store.eventList({ tenantId: null, limit: 500, cursor: null }),
       await t.store.fanoutPendingCount(),
+      await t.store.endpointList({ tenantId: null, limit: 500, cursor: null }),
     ]);
 
   it.each(CASES)('$name → $status $code', async (c) => {

@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -47,6 +48,18 @@ describe('createLocalKeyService', () => {
       expect(() => ks.open(ks.seal(SECRET, AAD), aad)).toThrow(/failed authentication/);
     },
   );
+
+  it('computes a MAC that is deterministic per master key, differs across keys and never is the master key', () => {
+    const again = createLocalKeyService({ masterKey: Buffer.from(MASTER) });
+    const other = createLocalKeyService({ masterKey: OTHER_MASTER });
+    expect(ks.mac('su1.data')).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(again.mac('su1.data')).toBe(ks.mac('su1.data'));
+    expect(other.mac('su1.data')).not.toBe(ks.mac('su1.data'));
+    expect(ks.mac('su1.datb')).not.toBe(ks.mac('su1.data'));
+    // Derived (HKDF), not keyed with the master key directly.
+    const direct = createHmac('sha256', MASTER).update('su1.data').digest('base64url');
+    expect(ks.mac('su1.data')).not.toBe(direct);
+  });
 
   it('fails under a different master key with a clear message', () => {
     const sealed = ks.seal(SECRET, AAD);

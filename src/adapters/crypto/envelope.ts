@@ -10,7 +10,7 @@
  * a message saying so, instead of a generic authentication error. Rotating the master key (re-wrapping) is
  * not implemented yet; the kid is what will make it possible.
  */
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import {
   closeSync,
   fchmodSync,
@@ -68,6 +68,10 @@ export function createLocalKeyService(options: { masterKey: Buffer }): KeyServic
   if (options.masterKey.length !== KEY_BYTES) throw new Error('master key must be exactly 32 bytes');
   const masterKey = Buffer.from(options.masterKey);
   const kid = masterKeyId(masterKey);
+  // A separate key for MACs (HKDF, RFC 5869): the master key itself only ever wraps data keys.
+  const macKey = Buffer.from(
+    hkdfSync('sha256', masterKey, Buffer.alloc(0), `hookrail/${VERSION}/mac`, KEY_BYTES),
+  );
 
   return {
     seal(plaintext, aad) {
@@ -111,6 +115,10 @@ export function createLocalKeyService(options: { masterKey: Buffer }): KeyServic
       } finally {
         dataKey?.fill(0);
       }
+    },
+
+    mac(data) {
+      return createHmac('sha256', macKey).update(data, 'utf8').digest('base64url');
     },
   };
 }

@@ -73,6 +73,11 @@ describe('migrations', () => {
       );
       expect(tables.rows.map((r) => r.table_name)).toEqual([
         'api_keys',
+        'attempts',
+        'deliveries',
+        'endpoint_queue',
+        'endpoint_secrets',
+        'endpoints',
         'events',
         'fanout_pending',
         'idempotency_keys',

@@ -21,6 +21,7 @@ import {
   StoreUnavailableError,
   type TenantRecord,
 } from '../../ports/store.ts';
+import { createPostgresDeliveryStore } from './delivery-store.ts';
 import { EVENT_COLUMNS, type EventRow, insertEventBatch, toEvent } from './event-batch.ts';
 import { assertSchemaName, runMigrations } from './migrate.ts';
 import { isRetryableTransactionError, isUnavailableError } from './pg-errors.ts';
@@ -176,6 +177,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store {
   }
 
   const store: Store = {
+    ...createPostgresDeliveryStore({ query, tx }),
     capabilities: { multiProcess: true, kind: 'postgres' },
 
     async migrate() {
@@ -233,11 +235,32 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store {
           now,
         ]);
         if (res.rowCount !== 1) return false;
-        // Same transaction: once deletion is acknowledged, no key of the tenant authenticates any more.
+        // Same transaction: once deletion is acknowledged, no key of the tenant authenticates any more, and no
+        // new attempt starts (ADR-16). The tenant row lock serialises with fan-out (which reads it FOR SHARE);
+        // then endpoints, their queue rows (sorted) and deliveries, the delivery plane's lock order.
         await c.query('UPDATE api_keys SET revoked_at = $2 WHERE tenant_id = $1 AND revoked_at IS NULL', [
           id,
           now,
         ]);
+        await c.query('UPDATE endpoints SET deleted_at = $2 WHERE tenant_id = $1 AND deleted_at IS NULL', [
+          id,
+          now,
+        ]);
+        await c.query(
+          `WITH l AS (SELECT q.endpoint_id FROM endpoint_queue q
+                       WHERE q.endpoint_id IN (SELECT e.id FROM endpoints e WHERE e.tenant_id = $1)
+                       ORDER BY q.endpoint_id FOR UPDATE OF q)
+           UPDATE endpoint_queue q SET next_due_at = NULL FROM l WHERE q.endpoint_id = l.endpoint_id`,
+          [id],
+        );
+        // Through the tenant's endpoints (index deliveries_head), not a scan of every delivery by tenant_id.
+        await c.query(
+          `UPDATE deliveries SET status = 'cancelled', status_reason = 'tenant_deleted', next_attempt_at = NULL,
+             updated_at = $2
+           WHERE endpoint_id IN (SELECT e.id FROM endpoints e WHERE e.tenant_id = $1)
+             AND tenant_id = $1 AND status = 'pending'`,
+          [id, now],
+        );
         return true;
       });
     },

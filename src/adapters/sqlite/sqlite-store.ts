@@ -21,6 +21,7 @@ import type {
   TenantRecord,
 } from '../../ports/store.ts';
 import { StoreUnavailableError } from '../../ports/store.ts';
+import { createSqliteDeliveryStore } from './delivery-store.ts';
 
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 
@@ -163,19 +164,31 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store {
   );
 
   // Every method wraps SQLite errors that mean "the database is not usable" (disk I/O, locked past the timeout).
+  const mapError = (err: unknown) =>
+    /^SQLITE_(IOERR|BUSY|LOCKED|CANTOPEN|FULL|READONLY)/.test((err as { code?: string }).code ?? '')
+      ? new StoreUnavailableError(err)
+      : err;
   const guard = <T>(fn: () => T): Promise<T> => {
     try {
       return Promise.resolve(fn());
     } catch (err) {
-      const code = (err as { code?: string }).code ?? '';
-      if (/^SQLITE_(IOERR|BUSY|LOCKED|CANTOPEN|FULL|READONLY)/.test(code)) {
-        return Promise.reject(new StoreUnavailableError(err));
-      }
-      return Promise.reject(err);
+      return Promise.reject(mapError(err));
     }
   };
 
+  const delivery = createSqliteDeliveryStore(db, st);
+  const guarded = Object.fromEntries(
+    Object.entries(delivery).map(([name, fn]) => [
+      name,
+      (p: unknown) =>
+        (fn as (p: unknown) => Promise<unknown>)(p).catch((err) => {
+          throw mapError(err);
+        }),
+    ]),
+  ) as unknown as typeof delivery;
+
   const store: Store = {
+    ...guarded,
     capabilities: { multiProcess: false, kind: 'sqlite' },
     migrate: () => guard(migrate),
     ping: () => guard(() => void st('SELECT 1').get()),
@@ -218,6 +231,15 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store {
           );
           if (res.changes === 0) return false;
           st('UPDATE api_keys SET revoked_at = ? WHERE tenant_id = ? AND revoked_at IS NULL').run(now, id);
+          st(
+            `UPDATE deliveries SET status = 'cancelled', status_reason = 'tenant_deleted', next_attempt_at = NULL,
+               updated_at = ? WHERE tenant_id = ? AND status = 'pending'`,
+          ).run(now, id);
+          st(
+            `UPDATE endpoint_queue SET next_due_at = NULL
+             WHERE endpoint_id IN (SELECT id FROM endpoints WHERE tenant_id = ?)`,
+          ).run(id);
+          st('UPDATE endpoints SET deleted_at = ? WHERE tenant_id = ? AND deleted_at IS NULL').run(now, id);
           return true;
         })(),
       ),

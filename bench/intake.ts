@@ -1,0 +1,522 @@
+/**
+ * Intake benchmark: how many events per second Hookrail accepts durably (POST /v1/events → 202), against the
+ * ceiling of a bare Fastify server that parses the same body and answers the same 202 without doing anything.
+ *
+ *   npm run bench:intake -- [--store sqlite|postgres] [--connections 64] [--seconds 15] [--payload-bytes 1024]
+ *                           [--warmup-seconds 2] [--cpu-prof <dir>]
+ *
+ * Method (docs/benchmarks.md): Hookrail runs as a child process (`node bin/hookrail.js start`, roles
+ * intake,control, a fresh data directory or PostgreSQL schema, an OS-assigned port); the load comes from yet
+ * another process (bench/load-worker.ts, autocannon) so the load generator never shares an event loop with what
+ * it measures. After a warm-up (excluded) the measured phase runs for --seconds; both end gracefully, so every
+ * request sent got its answer. Then the ceiling server (bench/ceiling-server.ts) is loaded identically. Finally
+ * the events in the store are counted and must equal the 202s Hookrail gave.
+ *
+ * Progress goes to stderr; the last line on stdout is one JSON object with the result. Exit code 1 when any
+ * request failed or the stored count does not match.
+ *
+ * PostgreSQL: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test); the run uses a schema of its own,
+ * selected for Hookrail with `?options=-c search_path=<schema>` in the URL, and drops it afterwards.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import type { LoadReport, LoadSpec, PhaseReport } from './load-worker.ts';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const DEFAULT_PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
+const START_TIMEOUT_MS = 30_000;
+const STOP_TIMEOUT_MS = 20_000;
+
+const log = (msg: string) => process.stderr.write(`[bench:intake] ${msg}\n`);
+
+// ---------------------------------------------------------------------------------------------- arguments
+
+interface Options {
+  store: 'sqlite' | 'postgres';
+  connections: number;
+  seconds: number;
+  payloadBytes: number;
+  warmupSeconds: number;
+  cpuProfDir: string | null;
+}
+
+function parseOptions(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      store: { type: 'string', default: 'sqlite' },
+      connections: { type: 'string', default: '64' },
+      seconds: { type: 'string', default: '15' },
+      'payload-bytes': { type: 'string', default: '1024' },
+      'warmup-seconds': { type: 'string', default: '2' },
+      'cpu-prof': { type: 'string' },
+    },
+  });
+  const int = (name: string, v: string, min: number) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be an integer >= ${min}`);
+    return n;
+  };
+  if (values.store !== 'sqlite' && values.store !== 'postgres') {
+    throw new Error('--store must be sqlite or postgres');
+  }
+  return {
+    store: values.store,
+    connections: int('connections', values.connections, 1),
+    seconds: int('seconds', values.seconds, 1),
+    payloadBytes: int('payload-bytes', values['payload-bytes'], 128),
+    warmupSeconds: int('warmup-seconds', values['warmup-seconds'], 0),
+    cpuProfDir: values['cpu-prof'] ? resolve(values['cpu-prof']) : null,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------- processes
+
+/** Children and resources to release, newest first, on the way out (also on Ctrl-C). */
+const cleanups: Array<() => Promise<void> | void> = [];
+
+async function runCleanups(): Promise<void> {
+  for (const fn of cleanups.splice(0).reverse()) {
+    try {
+      await fn();
+    } catch (err) {
+      log(`cleanup failed: ${String(err)}`);
+    }
+  }
+}
+
+interface Server {
+  child: ChildProcess;
+  url: string;
+  stop(): Promise<number | null>;
+}
+
+/** Spawns a server that prints "listening on <url>" on stdout once it accepts connections. */
+async function startServer(name: string, args: string[], env: NodeJS.ProcessEnv): Promise<Server> {
+  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+    process.stderr.write(chunk.replace(/^(?=.)/gm, `[${name}] `));
+  });
+  const exited = new Promise<number | null>((resolveExit) => child.once('exit', (code) => resolveExit(code)));
+  let stopping: Promise<number | null> | null = null;
+  const stop = () => {
+    stopping ??= (async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    })();
+    return stopping;
+  };
+  cleanups.push(async () => {
+    await stop();
+  });
+
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    let stdout = '';
+    const timer = setTimeout(
+      () => reject(new Error(`${name} did not start within ${START_TIMEOUT_MS} ms`)),
+      START_TIMEOUT_MS,
+    );
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+      const m = /listening on (http:\/\/\S+)/.exec(stdout);
+      if (m) {
+        clearTimeout(timer);
+        resolveUrl(m[1] as string);
+      }
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited (code ${code}) before listening:\n${stderr}${stdout}`));
+    });
+  });
+  return { child, url, stop };
+}
+
+/** User+system CPU time of a process so far, in ms (Linux /proc); null elsewhere. */
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+function cpuMsOf(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
+  } catch {
+    return null;
+  }
+}
+
+/** Jiffies of the whole machine (Linux /proc/stat): busy (incl. steal), steal, total — how saturated the cores were. */
+interface MachineCpu {
+  busy: number;
+  steal: number;
+  total: number;
+}
+function machineCpu(): MachineCpu | null {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] as string;
+    const v = line.trim().split(/\s+/).slice(1, 9).map(Number);
+    const total = v.reduce((a, b) => a + b, 0);
+    const idle = (v[3] ?? 0) + (v[4] ?? 0);
+    return { busy: total - idle, steal: v[7] ?? 0, total };
+  } catch {
+    return null;
+  }
+}
+const share = (a: MachineCpu, b: MachineCpu, key: 'busy' | 'steal') =>
+  (b[key] - a[key]) / Math.max(1, b.total - a.total);
+
+/**
+ * Waits until the machine is idle (< 15 % busy over a second) before a load phase, for at most a minute: another
+ * job on a 2-core box skews every number, and the ceiling and Hookrail must be measured under the same conditions.
+ */
+async function waitForIdle(what: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (let first = true; ; first = false) {
+    const a = machineCpu();
+    await new Promise((r) => setTimeout(r, 1000));
+    const b = machineCpu();
+    if (!a || !b) return;
+    const busy = share(a, b, 'busy');
+    if (busy < 0.15) {
+      if (!first) log(`machine idle again (${Math.round(100 * busy)}% busy); loading ${what}`);
+      return;
+    }
+    if (Date.now() > deadline) {
+      log(
+        `warning: machine still ${Math.round(100 * busy)}% busy; loading ${what} anyway — results are skewed`,
+      );
+      return;
+    }
+    if (first)
+      log(
+        `machine ${Math.round(100 * busy)}% busy (another job?); waiting up to 60 s before loading ${what}`,
+      );
+  }
+}
+
+/** Runs bench/load-worker.ts in its own process against `url` and returns its report. */
+async function runLoad(spec: LoadSpec): Promise<LoadReport> {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(ROOT, 'bench/load-worker.ts'), JSON.stringify(spec)],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  cleanups.push(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+  });
+  let stdout = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  const code = await new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+  if (code !== 0) throw new Error(`load worker exited with code ${code}`);
+  const last = stdout.trim().split('\n').pop() ?? '';
+  return JSON.parse(last) as LoadReport;
+}
+
+interface LoadedRun {
+  report: LoadReport;
+  /** CPU ms of the server process over warm-up + measured phase. */
+  serverCpuMs: number | null;
+  /** Share of all cores busy (and stolen by the hypervisor) during warm-up + measured phase. */
+  machineBusy: number | null;
+  machineSteal: number | null;
+}
+
+async function loadServer(server: Server, spec: LoadSpec): Promise<LoadedRun> {
+  const cpu0 = cpuMsOf(server.child.pid);
+  const m0 = machineCpu();
+  const report = await runLoad(spec);
+  const cpu1 = cpuMsOf(server.child.pid);
+  const m1 = machineCpu();
+  return {
+    report,
+    serverCpuMs: cpu0 !== null && cpu1 !== null ? cpu1 - cpu0 : null,
+    machineBusy: m0 && m1 ? share(m0, m1, 'busy') : null,
+    machineSteal: m0 && m1 ? share(m0, m1, 'steal') : null,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------- payload
+
+/** `{tenant_id, type, data}` padded so that the whole body is `bytes` long (ASCII, so bytes = characters). */
+function eventBody(tenantId: string, bytes: number): string {
+  const data = {
+    order_id: 'ord_01J9ZBENCH000000000000000',
+    status: 'paid',
+    currency: 'EUR',
+    total_cents: 15_980,
+    customer: { id: 'cus_8842', email: 'ada@example.com', name: 'Ada Lovelace', country: 'GB' },
+    items: [
+      { sku: 'SKU-1001', name: 'Analytical engine, small', qty: 1, unit_cents: 9_990 },
+      { sku: 'SKU-2002', name: 'Punched cards (500)', qty: 2, unit_cents: 2_995 },
+    ],
+    shipping: { method: 'express', address: { line1: '12 St James Sq', city: 'London', postcode: 'SW1Y' } },
+    metadata: { source: 'bench', note: '' },
+  };
+  const make = () => JSON.stringify({ tenant_id: tenantId, type: 'bench.event', data });
+  const pad = bytes - make().length;
+  if (pad > 0) data.metadata.note = 'x'.repeat(pad);
+  return make();
+}
+
+// ---------------------------------------------------------------------------------------------- Hookrail
+
+async function api<T>(url: string, token: string, path: string, body: unknown): Promise<T> {
+  const res = await fetch(`${url}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`POST ${path} answered ${res.status}: ${text}`);
+  return JSON.parse(text) as T;
+}
+
+interface StoreSetup {
+  env: Record<string, string>;
+  /** Counts rows in events and fanout_pending (after Hookrail stopped). */
+  count(): Promise<{ events: number; fanoutPending: number }>;
+}
+
+async function prepareSqlite(dataDir: string): Promise<StoreSetup> {
+  return {
+    env: { DATABASE_URL: '' },
+    count: async () => {
+      const db = new Database(join(dataDir, 'hookrail.db'), { readonly: true });
+      try {
+        const n = (sql: string) => (db.prepare(sql).get() as { n: number }).n;
+        return {
+          events: n('SELECT count(*) AS n FROM events'),
+          fanoutPending: n('SELECT count(*) AS n FROM fanout_pending'),
+        };
+      } finally {
+        db.close();
+      }
+    },
+  };
+}
+
+async function preparePostgres(): Promise<StoreSetup> {
+  const baseUrl = process.env.DATABASE_URL || DEFAULT_PG_URL;
+  const schema = `bench_intake_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: baseUrl });
+  await admin.connect();
+  cleanups.push(async () => {
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+    log(`dropped schema ${schema}`);
+  });
+  await admin.query(`CREATE SCHEMA "${schema}"`);
+  // Hookrail's CLI takes the schema from the connection's search_path (libpq `options`, honoured by pg).
+  const url = `${baseUrl}${baseUrl.includes('?') ? '&' : '?'}options=-c%20search_path%3D${schema}`;
+  const probe = new pg.Client({ connectionString: url });
+  await probe.connect();
+  const current = (await probe.query<{ s: string | null }>('SELECT current_schema() AS s')).rows[0]?.s;
+  await probe.end();
+  if (current !== schema) {
+    throw new Error(`the URL's search_path was not honoured (current_schema ${current}, wanted ${schema})`);
+  }
+  log(`postgres schema ${schema} (search_path verified)`);
+  return {
+    env: { DATABASE_URL: url },
+    count: async () => {
+      const n = async (table: string) =>
+        Number((await admin.query(`SELECT count(*) AS n FROM "${schema}".${table}`)).rows[0].n);
+      return { events: await n('events'), fanoutPending: await n('fanout_pending') };
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------- report
+
+const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
+
+function describe(name: string, run: LoadedRun): void {
+  const phaseLine = (label: string, p: PhaseReport) =>
+    `${name} ${label}: ${p.accepted} × 202 in ${p.seconds.toFixed(2)} s = ${Math.round(p.acceptedPerSecond)}/s; ` +
+    `p50 ${p.p50Ms.toFixed(2)} ms, p90 ${p.p90Ms.toFixed(2)} ms, p99 ${p.p99Ms.toFixed(2)} ms, ` +
+    `max ${p.maxMs.toFixed(1)} ms; statuses ${JSON.stringify(p.statuses)}; conn errors ${p.connErrors}, ` +
+    `timeouts ${p.timeouts}, unanswered ${p.unanswered}; load generator CPU ${Math.round((100 * p.cpuMs) / (p.seconds * 1000))}%`;
+  if (run.report.warmup) log(phaseLine('warm-up', run.report.warmup));
+  log(phaseLine('measured', run.report.measured));
+  const all = [run.report.warmup, run.report.measured].filter((p): p is PhaseReport => p !== null);
+  const responses = all.reduce((a, p) => a + Object.values(p.statuses).reduce((x, y) => x + y, 0), 0);
+  const seconds = all.reduce((a, p) => a + p.seconds, 0);
+  if (run.serverCpuMs !== null) {
+    log(
+      `${name} server CPU ${Math.round((100 * run.serverCpuMs) / (seconds * 1000))}% of a core, ` +
+        `${Math.round((run.serverCpuMs * 1000) / Math.max(1, responses))} µs per request` +
+        (run.machineBusy !== null
+          ? `; machine ${Math.round(100 * run.machineBusy)}% busy (all cores, ` +
+            `${Math.round(100 * (run.machineSteal ?? 0))}% stolen)`
+          : ''),
+    );
+  }
+}
+
+/** Everything that is not a 202, plus requests the client lost (socket errors, timeouts, unanswered). */
+function failures(p: PhaseReport): number {
+  const non202 = Object.entries(p.statuses).reduce((a, [code, n]) => a + (code === '202' ? 0 : n), 0);
+  return non202 + p.connErrors + p.timeouts + p.unanswered;
+}
+
+// ---------------------------------------------------------------------------------------------- main
+
+async function main(): Promise<number> {
+  const opts = parseOptions(process.argv.slice(2));
+  log(
+    `store ${opts.store}, ${opts.connections} connections, ${opts.seconds} s (+${opts.warmupSeconds} s warm-up), ` +
+      `${opts.payloadBytes}-byte bodies`,
+  );
+
+  // 1. Hookrail in a child process, on a fresh store.
+  const dataDir = mkdtempSync(join(tmpdir(), 'hookrail-bench-'));
+  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+  const store = opts.store === 'postgres' ? await preparePostgres() : await prepareSqlite(dataDir);
+  const adminToken = `hka_${randomBytes(32).toString('base64url')}`;
+  const hookrail = await startServer(
+    'hookrail',
+    [
+      ...(opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : []),
+      join(ROOT, 'bin/hookrail.js'),
+      'start',
+    ],
+    {
+      ...process.env,
+      ...store.env,
+      HOOKRAIL_ROLES: 'intake,control',
+      HOOKRAIL_DATA_DIR: dataDir,
+      HOOKRAIL_HOST: '127.0.0.1',
+      HOOKRAIL_PORT: '0',
+      HOOKRAIL_ADMIN_TOKEN: adminToken,
+      HOOKRAIL_LOG_LEVEL: 'warn',
+    },
+  );
+  log(`hookrail listening on ${hookrail.url} (data dir ${dataDir})`);
+
+  const tenant = await api<{ id: string }>(hookrail.url, adminToken, '/v1/tenants', { name: 'bench' });
+  const producer = await api<{ key: string }>(hookrail.url, adminToken, '/v1/producer-keys', {
+    name: 'bench',
+  });
+  const body = eventBody(tenant.id, opts.payloadBytes);
+  const headers = { authorization: `Bearer ${producer.key}`, 'content-type': 'application/json' };
+  // One request by hand first: a wrong body or key fails here with a readable answer, not as 64 × N errors.
+  const first = await fetch(`${hookrail.url}/v1/events`, { method: 'POST', headers, body });
+  if (first.status !== 202)
+    throw new Error(`preflight POST /v1/events: ${first.status} ${await first.text()}`);
+  await first.arrayBuffer().catch(() => undefined);
+  log(
+    `tenant ${tenant.id}, producer key ${producer.key.slice(0, 8)}…, body ${Buffer.byteLength(body)} bytes`,
+  );
+
+  // 2. Load Hookrail from a separate process.
+  const spec = (url: string): LoadSpec => ({
+    url: `${url}/v1/events`,
+    headers,
+    body,
+    connections: opts.connections,
+    seconds: opts.seconds,
+    warmupSeconds: opts.warmupSeconds,
+  });
+  await waitForIdle('hookrail');
+  log('loading hookrail …');
+  const hr = await loadServer(hookrail, spec(hookrail.url));
+  describe('hookrail', hr);
+
+  // 5. Stop Hookrail gracefully, then count what it stored: every 202 (plus the preflight) and nothing else.
+  const exitCode = await hookrail.stop();
+  if (exitCode !== 0) log(`hookrail exited with code ${exitCode}`);
+  const phases = [hr.report.warmup, hr.report.measured].filter((p): p is PhaseReport => p !== null);
+  const accepted = 1 + phases.reduce((a, p) => a + p.accepted, 0);
+  const stored = await store.count();
+  const verified = stored.events === accepted && stored.fanoutPending === accepted;
+  log(
+    `verify: ${accepted} accepted (202s incl. preflight), ${stored.events} events stored, ` +
+      `${stored.fanoutPending} fan-out rows: ${verified ? 'OK' : 'MISMATCH'}`,
+  );
+
+  // 3. The ceiling: a bare Fastify server, loaded identically.
+  const ceiling = await startServer('ceiling', ['--import', 'tsx', join(ROOT, 'bench/ceiling-server.ts')], {
+    ...process.env,
+    PORT: '0',
+  });
+  await waitForIdle('the ceiling');
+  log(`ceiling listening on ${ceiling.url}; loading …`);
+  const ce = await loadServer(ceiling, spec(ceiling.url));
+  describe('ceiling', ce);
+  await ceiling.stop();
+  const ceilingFailures = failures(ce.report.measured);
+  if (ceilingFailures > 0) log(`warning: the ceiling server failed ${ceilingFailures} requests`);
+
+  // 4. The result line.
+  const m = hr.report.measured;
+  const errors = phases.reduce((a, p) => a + failures(p), 0);
+  const eventsPerS = m.acceptedPerSecond;
+  const ceilingPerS = ce.report.measured.acceptedPerSecond;
+  const ratio = ceilingPerS > 0 ? eventsPerS / ceilingPerS : 0;
+  const result = {
+    bench: 'intake',
+    store: opts.store,
+    connections: opts.connections,
+    seconds: opts.seconds,
+    events_per_s: Math.round(eventsPerS),
+    p50_ms: round(m.p50Ms, 2),
+    p99_ms: round(m.p99Ms, 2),
+    ceiling_events_per_s: Math.round(ceilingPerS),
+    ratio: round(ratio, 3),
+    errors,
+  };
+  const target =
+    opts.store === 'sqlite' ? { ratio: 0.4, p99: 25 } : { ratio: 0.3, p99: Number.POSITIVE_INFINITY };
+  const met = result.ratio >= target.ratio && result.p99_ms <= target.p99;
+  log(
+    `target (${opts.store}): ratio >= ${target.ratio}${Number.isFinite(target.p99) ? `, p99 <= ${target.p99} ms` : ''}` +
+      ` → ${met ? 'met' : 'MISSED'}`,
+  );
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+  return errors === 0 && verified ? 0 : 1;
+}
+
+let interrupted = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    if (interrupted) return;
+    interrupted = true;
+    log(`${signal}: cleaning up`);
+    void runCleanups().then(() => process.exit(130));
+  });
+}
+
+main()
+  .then(
+    async (code) => {
+      await runCleanups();
+      return code;
+    },
+    async (err: unknown) => {
+      log(`error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+      await runCleanups();
+      return 1;
+    },
+  )
+  .then((code) => process.exit(code));

@@ -1,0 +1,73 @@
+/**
+ * Registration-time destination check (SECURITY-NOTES.md §2.1, layers L1 and L2): the URL policy, then the
+ * same resolve-and-check-every-address step the connect guard runs. It exists for the tenant's benefit — a clear
+ * error when the endpoint is created — and decides nothing at delivery time: DNS answers change, so every
+ * connection is checked again by the guarded agent (undici-sender.ts).
+ */
+import {
+  checkAddress,
+  checkUrlShape,
+  type Network,
+  parseAllowNetworks,
+} from '../../domain/address-policy.ts';
+import type { DestinationChecker } from '../../ports/http-sender.ts';
+import {
+  DESTINATION_NOT_ALLOWED,
+  DestinationBlockedError,
+  type RefusalListener,
+  type Resolver,
+  resolveAllowed,
+  systemResolver,
+} from './guarded-agent.ts';
+
+export interface GuardedDestinationCheckerOptions {
+  allowNetworks?: readonly string[];
+  httpsOnly?: boolean;
+  resolver?: Resolver;
+  /** Upper bound on name resolution, so an API request never hangs on a slow DNS server. Default 5 s. */
+  resolveTimeoutMs?: number;
+  onRefusal?: RefusalListener;
+}
+
+export class GuardedDestinationChecker implements DestinationChecker {
+  readonly #allow: readonly Network[];
+  readonly #httpsOnly: boolean;
+  readonly #resolver: Resolver;
+  readonly #timeoutMs: number;
+  readonly #onRefusal: RefusalListener | undefined;
+
+  constructor(opts: GuardedDestinationCheckerOptions = {}) {
+    this.#allow = parseAllowNetworks(opts.allowNetworks ?? []);
+    this.#httpsOnly = opts.httpsOnly ?? false;
+    this.#resolver = opts.resolver ?? systemResolver;
+    this.#timeoutMs = opts.resolveTimeoutMs ?? 5_000;
+    this.#onRefusal = opts.onRefusal;
+  }
+
+  async check(url: string): Promise<{ ok: true; url: string } | { ok: false; reason: string }> {
+    const shape = checkUrlShape(url, { httpsOnly: this.#httpsOnly });
+    if (!shape.ok) return { ok: false, reason: shape.message };
+    if (shape.hostKind !== 'name') {
+      const verdict = checkAddress(shape.hostname, this.#allow);
+      if (!verdict.blocked) return { ok: true, url: shape.url };
+      this.#onRefusal?.({ host: shape.hostname, address: shape.hostname, reason: verdict.reason });
+      return { ok: false, reason: DESTINATION_NOT_ALLOWED };
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('timeout')), this.#timeoutMs);
+    });
+    try {
+      await Promise.race([
+        resolveAllowed(shape.hostname, this.#resolver, this.#allow, this.#onRefusal),
+        timeout,
+      ]);
+      return { ok: true, url: shape.url };
+    } catch (err) {
+      if (err instanceof DestinationBlockedError) return { ok: false, reason: DESTINATION_NOT_ALLOWED };
+      return { ok: false, reason: 'host name could not be resolved' };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}

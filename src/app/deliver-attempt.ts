@@ -1,0 +1,123 @@
+/**
+ * One delivery attempt, start to finish: sign, send, classify, decide what happens next. The result is an
+ * AttemptCompletion — the attempt-log entry and the delivery's next state — which the worker writes in a batch.
+ * Decisions come from the pure domain (outcome, retry schedule); time and randomness are injected.
+ */
+import { deliveryBody, deliveryHeaders } from '../domain/delivery-request.ts';
+import { newId } from '../domain/ids.ts';
+import { classifyOutcome } from '../domain/outcome.ts';
+import { nextAttemptDecision } from '../domain/retry-schedule.ts';
+import type { Clock, Random } from '../ports/clock.ts';
+import type { AttemptCompletion, LeasedDelivery } from '../ports/delivery-store.ts';
+import type { HttpSender, SendResult } from '../ports/http-sender.ts';
+
+export const RESPONSE_BODY_STORED_BYTES = 4096;
+
+export interface AttemptDeps {
+  sender: HttpSender;
+  clock: Clock;
+  random: Random;
+  userAgent: string;
+  /** Active secrets of the endpoint, newest first. */
+  secretsFor(tenantId: string, endpointId: string): Promise<string[]>;
+}
+
+export async function deliverAttempt(
+  deps: AttemptDeps,
+  leased: LeasedDelivery,
+  leaseOwner: string,
+): Promise<AttemptCompletion> {
+  const { delivery, endpoint, event } = leased;
+  const startedAt = deps.clock.now();
+  const dueAt = delivery.nextAttemptAt ?? startedAt;
+  const body = deliveryBody(event);
+  const secrets = await deps.secretsFor(endpoint.tenantId, endpoint.id);
+
+  let result: SendResult;
+  if (secrets.length === 0) {
+    // Cannot happen through the API (the last secret cannot be retired); never send an unsigned request.
+    result = {
+      kind: 'error',
+      errorClass: 'network',
+      message: 'no active signing secret',
+      hops: [],
+      timings: { startedAt, wireAt: null, responseAt: null, finishedAt: startedAt },
+    };
+  } else {
+    result = await deps.sender.send({
+      url: endpoint.url,
+      body,
+      headersFor: ({ sameOrigin }) =>
+        deliveryHeaders({
+          webhookId: delivery.webhookId,
+          nowMs: deps.clock.now(),
+          body,
+          secrets,
+          userAgent: deps.userAgent,
+          customHeaders: sameOrigin ? endpoint.headers : null,
+        }),
+    });
+  }
+  const finishedAt = deps.clock.now();
+  const outcome =
+    result.kind === 'response'
+      ? classifyOutcome({
+          kind: 'response',
+          status: result.status,
+          retryAfterHeader: result.headers['retry-after'] ?? null,
+          nowMs: finishedAt,
+        })
+      : classifyOutcome({ kind: 'error', errorClass: result.errorClass });
+
+  const attemptNo = delivery.attempts + 1;
+  let next: AttemptCompletion['next'];
+  if (outcome.result === 'delivered') next = { status: 'delivered' };
+  else if (outcome.result === 'permanent') next = { status: 'dead', reason: 'permanent_failure' };
+  else {
+    const decision = nextAttemptDecision({
+      attemptsMade: attemptNo,
+      firstAttemptAt: delivery.firstAttemptAt ?? startedAt,
+      now: finishedAt,
+      random: deps.random.float(),
+      retryAfterMs: outcome.retryAfterMs,
+    });
+    next =
+      decision.kind === 'retry'
+        ? { status: 'pending', nextAttemptAt: decision.at }
+        : { status: 'dead', reason: decision.reason };
+  }
+
+  const t = result.timings;
+  const wireAt = t.wireAt ?? t.finishedAt;
+  return {
+    leaseOwner,
+    next,
+    attempt: {
+      id: newId('attempt', startedAt, deps.random.bytes(10)),
+      deliveryId: delivery.id,
+      endpointId: endpoint.id,
+      tenantId: endpoint.tenantId,
+      attemptNo,
+      url: endpoint.url,
+      dueAt,
+      startedAt,
+      finishedAt,
+      outcome: outcome.result,
+      statusCode: result.kind === 'response' ? result.status : null,
+      errorClass: outcome.result === 'delivered' ? null : outcome.errorClass,
+      errorMessage: result.kind === 'error' ? result.message : null,
+      request: {
+        hops: result.hops.map((h) => ({ url: h.url, headers: h.requestHeaders, status: h.status })),
+      },
+      responseHeaders: result.kind === 'response' ? result.headers : null,
+      responseBody:
+        result.kind === 'response'
+          ? result.bodyPrefix.subarray(0, RESPONSE_BODY_STORED_BYTES).toString('base64')
+          : null,
+      queueMs: Math.max(0, startedAt - dueAt),
+      // Platform time: everything of ours before the request was on the wire (signing, secret lookup, connect).
+      platformMs: Math.max(0, wireAt - startedAt),
+      consumerMs: t.responseAt !== null && t.wireAt !== null ? Math.max(0, t.responseAt - t.wireAt) : null,
+    },
+  };
+}

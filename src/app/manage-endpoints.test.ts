@@ -1,0 +1,133 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { FakeClock } from '../../test/support/fake-clock.ts';
+import { seededRandom } from '../../test/support/seeded-random.ts';
+import { createTestStore, type TestStore } from '../../test/support/test-hookrail.ts';
+import { createLocalKeyService } from '../adapters/crypto/envelope.ts';
+import { ApiError } from '../domain/errors.ts';
+import type { DestinationChecker } from '../ports/http-sender.ts';
+import {
+  canonicalEndpointUrl,
+  checkCustomHeaders,
+  checkEventTypes,
+  createEndpoint,
+  EVENT_TYPE_FILTER_PATTERN,
+  HEADER_VALUE_PATTERN,
+} from './manage-endpoints.ts';
+import { createTenant } from './manage-tenants.ts';
+import { secretAad } from './secret-cache.ts';
+
+const code = (fn: () => unknown) => {
+  try {
+    fn();
+  } catch (err) {
+    return (err as ApiError).code;
+  }
+  return 'ok';
+};
+
+describe('endpoint input rules', () => {
+  it('canonicalises URLs and names the reason for a refusal', () => {
+    expect(canonicalEndpointUrl('HTTPS://Example.COM:443/a/../b?q=1#frag')).toBe(
+      'https://example.com/b?q=1#frag',
+    );
+    expect(canonicalEndpointUrl('http://example.com.:8080')).toBe('http://example.com:8080/');
+    expect(code(() => canonicalEndpointUrl('ftp://example.com/'))).toBe('invalid_url');
+    expect(code(() => canonicalEndpointUrl('https://a:b@example.com/'))).toBe('invalid_url');
+    expect(code(() => canonicalEndpointUrl('https://metadata/'))).toBe('destination_not_allowed');
+    try {
+      canonicalEndpointUrl('https://@example.com/');
+    } catch (err) {
+      expect(err).toBeInstanceOf(ApiError);
+      expect((err as ApiError).details).toEqual({ reason: 'credentials_not_allowed' });
+    }
+  });
+
+  it('accepts header names of any case once, lower-cased; refuses ours and connection-level ones', () => {
+    expect(checkCustomHeaders({ 'X-Team': 'a b', Authorization: 'Basic eA==' })).toEqual({
+      'x-team': 'a b',
+      authorization: 'Basic eA==',
+    });
+    const proto = checkCustomHeaders(JSON.parse('{"__proto__":"x"}'));
+    expect(Object.getPrototypeOf(proto)).toBe(Object.prototype);
+    expect(Object.keys(proto)).toEqual(['__proto__']);
+    for (const name of [
+      'Keep-Alive',
+      'TE',
+      'Trailer',
+      'Upgrade',
+      'Expect',
+      'Content-Length',
+      'Content-Encoding',
+      'proxy-connection',
+      'webhook-timestamp',
+    ]) {
+      expect(
+        code(() => checkCustomHeaders({ [name]: 'x' })),
+        name,
+      ).toBe('header_not_allowed');
+    }
+    expect(code(() => checkCustomHeaders({ a: 'x', A: 'y' }))).toBe('validation_failed');
+    expect(code(() => checkCustomHeaders({ 'x-a': 'a\u0000b' }))).toBe('validation_failed');
+    expect(code(() => checkCustomHeaders({ 'x-a': 'a\tb' }))).toBe('ok');
+    expect(new RegExp(HEADER_VALUE_PATTERN).test('a\r\nb')).toBe(false);
+  });
+
+  it('accepts exact, prefix and catch-all filters only', () => {
+    const re = new RegExp(EVENT_TYPE_FILTER_PATTERN);
+    for (const ok of ['*', 'order', 'order.created', 'order.*', 'v2.user-x.deleted_y.*'])
+      expect(re.test(ok), ok).toBe(true);
+    for (const bad of ['', '**', 'order.', '.*', 'order.*.x', 'or der', '*.created', 'order*']) {
+      expect(re.test(bad), bad).toBe(false);
+      expect(
+        code(() => checkEventTypes([bad])),
+        bad,
+      ).toBe('validation_failed');
+    }
+    expect(code(() => checkEventTypes(['a', 'a']))).toBe('validation_failed');
+  });
+});
+
+describe('createEndpoint', () => {
+  let ts: TestStore | undefined;
+  afterEach(() => ts?.destroy());
+
+  it('asks the destination checker when there is one, and stores its URL; seals the secret for the endpoint', async () => {
+    ts = await createTestStore('sqlite');
+    const clock = new FakeClock();
+    const keys = createLocalKeyService({ masterKey: Buffer.alloc(32, 7) });
+    const base = { store: ts.store, clock, random: seededRandom(1), keys };
+    const { tenant } = await createTenant(base, { name: 'a' });
+    const seen: string[] = [];
+    const destinations: DestinationChecker = {
+      check: async (url) => {
+        seen.push(url);
+        return url.includes('blocked')
+          ? { ok: false, reason: 'resolves to a private address' }
+          : { ok: true, url };
+      },
+    };
+    const deps = { ...base, destinations };
+    await expect(
+      createEndpoint(deps, tenant.id, { url: 'https://blocked.example.com/', eventTypes: ['*'] }),
+    ).rejects.toMatchObject({ code: 'destination_not_allowed', status: 422 });
+    // The shape check runs first: no lookup for a URL that is refused anyway.
+    await expect(
+      createEndpoint(deps, tenant.id, { url: 'ftp://x.example.com/', eventTypes: ['*'] }),
+    ).rejects.toMatchObject({
+      code: 'invalid_url',
+    });
+    const created = await createEndpoint(deps, tenant.id, {
+      url: 'https://ok.example.com',
+      eventTypes: ['*'],
+    });
+    expect(seen).toEqual(['https://blocked.example.com/', 'https://ok.example.com/']);
+    expect(created.endpoint.url).toBe('https://ok.example.com/');
+    const [stored] = await ts.store.secretListActive({ endpointId: created.endpoint.id, now: clock.now() });
+    expect(keys.open(stored!.sealed, secretAad(tenant.id, created.endpoint.id)).toString()).toBe(
+      created.secretValue,
+    );
+    expect(() => keys.open(stored!.sealed, secretAad(tenant.id, 'ep_other'))).toThrow();
+    const page = await ts.store.endpointList({ tenantId: null, limit: 10, cursor: null });
+    expect(page.data).toHaveLength(1);
+  });
+});

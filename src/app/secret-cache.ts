@@ -1,0 +1,34 @@
+/**
+ * Decrypted signing secrets per endpoint, cached briefly so an attempt costs no database read or decryption in the
+ * common case. The TTL bounds how long a rotation or early retirement takes to reach a running worker; during a
+ * rotation overlap both secrets are valid, so the lag never produces a request the consumer rejects.
+ */
+import type { Clock } from '../ports/clock.ts';
+import type { KeyService } from '../ports/key-service.ts';
+import type { Store } from '../ports/store.ts';
+
+export const secretAad = (tenantId: string, endpointId: string) =>
+  `tenant:${tenantId}/endpoint:${endpointId}`;
+
+export class SecretCache {
+  private readonly entries = new Map<string, { secrets: string[]; until: number }>();
+
+  constructor(private readonly deps: { store: Store; keys: KeyService; clock: Clock; ttlMs: number }) {}
+
+  /** Active secrets, newest first. */
+  async get(tenantId: string, endpointId: string): Promise<string[]> {
+    const now = this.deps.clock.now();
+    const hit = this.entries.get(endpointId);
+    if (hit && hit.until > now) return hit.secrets;
+    const records = await this.deps.store.secretListActive({ endpointId, now });
+    const aad = secretAad(tenantId, endpointId);
+    const secrets = records.map((r) => this.deps.keys.open(r.sealed, aad).toString('utf8'));
+    if (this.deps.ttlMs > 0) {
+      if (this.entries.size > 50_000) this.entries.clear();
+      // Never cache past the moment the oldest of them stops being active.
+      const expiries = records.map((r) => r.activeUntil ?? Number.POSITIVE_INFINITY);
+      this.entries.set(endpointId, { secrets, until: Math.min(now + this.deps.ttlMs, ...expiries) });
+    }
+    return secrets;
+  }
+}

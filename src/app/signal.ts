@@ -1,0 +1,26 @@
+/**
+ * A wake-up between loops in one process: intake pokes fan-out, fan-out pokes delivery, so a lone process reacts
+ * in microseconds instead of at the next poll. Across processes the loops fall back to polling.
+ */
+export class Signal {
+  private waiters: Array<() => void> = [];
+
+  poke(): void {
+    for (const w of this.waiters.splice(0)) w();
+  }
+
+  /** Resolves at the next poke or after `ms`, whichever is first. */
+  wait(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      const self = this;
+      function done() {
+        clearTimeout(timer);
+        const i = self.waiters.indexOf(done);
+        if (i !== -1) self.waiters.splice(i, 1);
+        resolve();
+      }
+      this.waiters.push(done);
+    });
+  }
+}

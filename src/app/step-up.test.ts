@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { FakeClock } from '../../test/support/fake-clock.ts';
+import { createLocalKeyService } from '../adapters/crypto/envelope.ts';
+import { requireStepUp, STEP_UP_TTL_MS, StepUpGuard } from './step-up.ts';
+
+const TENANT = 'ten_01JZ0000000000000000000000';
+
+describe('step-up tokens', () => {
+  const keys = createLocalKeyService({ masterKey: Buffer.alloc(32, 1) });
+  const clock = new FakeClock();
+  const mint = (tenantId: string, expiresAt: number, k = keys) => {
+    const data = `su1.${tenantId}.${expiresAt}`;
+    return `${data}.${k.mac(data)}`;
+  };
+  const reason = (header: string | string[] | undefined, tenantId = TENANT) => {
+    try {
+      requireStepUp({ clock, keys }, tenantId, header);
+      return 'ok';
+    } catch (err) {
+      return (err as { details: { reason: string } }).details.reason;
+    }
+  };
+
+  it('verifies on any process sharing the master key, and only there', () => {
+    const token = mint(TENANT, clock.now() + STEP_UP_TTL_MS);
+    expect(reason(token)).toBe('ok');
+    const otherProcess = createLocalKeyService({ masterKey: Buffer.alloc(32, 1) });
+    expect(() => requireStepUp({ clock, keys: otherProcess }, TENANT, token)).not.toThrow();
+    const otherKey = createLocalKeyService({ masterKey: Buffer.alloc(32, 2) });
+    expect(reason(mint(TENANT, clock.now() + 1000, otherKey))).toBe('invalid');
+  });
+
+  it('refuses missing, malformed, foreign, tampered and expired tokens', () => {
+    const token = mint(TENANT, clock.now() + 1000);
+    expect(reason(undefined)).toBe('missing');
+    expect(reason([token, token])).toBe('invalid');
+    expect(reason(`${token}x`)).toBe('invalid');
+    expect(reason(token, 'ten_01JZ0000000000000000000001')).toBe('invalid');
+    expect(reason(token.replace(/\.(\d+)\./, (_, n) => `.${Number(n) + 1}.`))).toBe('invalid');
+    expect(reason(token.replace(/\.(\d+)\./, (_, n) => `.0${n}.`))).toBe('invalid');
+    expect(reason(mint(TENANT, clock.now()))).toBe('expired');
+  });
+});
+
+describe('StepUpGuard', () => {
+  it('accepts each TOTP step once, in increasing order, per tenant', () => {
+    const g = new StepUpGuard();
+    expect(g.acceptStep('a', 10)).toBe(true);
+    expect(g.acceptStep('a', 10)).toBe(false);
+    expect(g.acceptStep('a', 9)).toBe(false);
+    expect(g.acceptStep('b', 10)).toBe(true);
+    expect(g.acceptStep('a', 11)).toBe(true);
+  });
+
+  it('blocks after five failures within five minutes, until the window passes', () => {
+    const g = new StepUpGuard();
+    for (let i = 0; i < 4; i++) g.recordFailure('a', 1000);
+    expect(g.blockedFor('a', 1000)).toBeNull();
+    g.recordFailure('a', 1000);
+    expect(g.blockedFor('a', 1000)).toBe(300);
+    expect(g.blockedFor('b', 1000)).toBeNull();
+    expect(g.blockedFor('a', 1000 + 300_000)).toBeNull();
+  });
+});

@@ -1,0 +1,16 @@
+import { UndiciSender } from '../adapters/http/undici-sender.ts';
+import type { Config } from '../config/config.ts';
+import type { Clock } from '../ports/clock.ts';
+import type { HttpSender } from '../ports/http-sender.ts';
+import { VERSION } from './version.ts';
+
+/** The guarded undici client every outbound delivery request goes through (ADR-11/12). */
+export function createSender(config: Config, clock: Clock): HttpSender {
+  return new UndiciSender({
+    allowNetworks: config.allowNetworks,
+    httpsOnly: config.httpsOnly,
+    localAddress: config.egressSourceAddress,
+    userAgent: `Hookrail/${VERSION}`,
+    now: () => clock.now(),
+  });
+}

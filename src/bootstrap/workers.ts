@@ -1,0 +1,96 @@
+/** Builds the background loops for the roles a process runs (part of the composition root). */
+import { hostname } from 'node:os';
+import type { Logger } from 'pino';
+import { SecretCache } from '../app/secret-cache.ts';
+import { Signal } from '../app/signal.ts';
+import type { Config } from '../config/config.ts';
+import type { Clock, Random } from '../ports/clock.ts';
+import type { HttpSender } from '../ports/http-sender.ts';
+import type { KeyService } from '../ports/key-service.ts';
+import type { Store } from '../ports/store.ts';
+import { DeliveryWorker } from '../worker/delivery-worker.ts';
+import { FanoutWorker } from '../worker/fanout-worker.ts';
+import { Maintenance } from '../worker/maintenance.ts';
+
+export interface Workers {
+  /** Poke after events were committed in this process. */
+  eventsCommitted: Signal;
+  fanout: FanoutWorker | null;
+  delivery: DeliveryWorker | null;
+  maintenance: Maintenance | null;
+  start(): void;
+  stop(): Promise<void>;
+}
+
+export function createWorkers(deps: {
+  config: Config;
+  store: Store;
+  keys: KeyService;
+  clock: Clock;
+  random: Random;
+  logger: Logger | null;
+  sender: HttpSender | null;
+  userAgent: string;
+}): Workers {
+  const { config, store, clock, random, logger } = deps;
+  const roles = new Set(config.roles);
+  const eventsCommitted = new Signal();
+  const deliveriesCreated = new Signal();
+
+  const fanout = roles.has('fanout')
+    ? new FanoutWorker({
+        store,
+        clock,
+        random,
+        batch: 256,
+        pollMs: config.pollMs,
+        wake: eventsCommitted,
+        deliveriesCreated,
+        logger,
+      })
+    : null;
+
+  let delivery: DeliveryWorker | null = null;
+  if (roles.has('delivery')) {
+    if (!deps.sender) throw new Error('the delivery role needs an HTTP sender');
+    const secrets = new SecretCache({ store, keys: deps.keys, clock, ttlMs: config.secretCacheMs });
+    delivery = new DeliveryWorker({
+      store,
+      owner: `${hostname()}:${process.pid}:${random.bytes(4).toString('hex')}`,
+      concurrency: config.deliveryConcurrency,
+      perEndpoint: 10,
+      leaseMs: config.leaseMs,
+      pollMs: config.pollMs,
+      wake: deliveriesCreated,
+      logger,
+      attempt: {
+        sender: deps.sender,
+        clock,
+        random,
+        userAgent: deps.userAgent,
+        secretsFor: (tenantId, endpointId) => secrets.get(tenantId, endpointId),
+      },
+    });
+  }
+
+  const maintenance = roles.has('maintenance')
+    ? new Maintenance({ store, clock, intervalMs: Math.max(1000, Math.floor(config.leaseMs / 4)), logger })
+    : null;
+
+  return {
+    eventsCommitted,
+    fanout,
+    delivery,
+    maintenance,
+    start() {
+      fanout?.start();
+      delivery?.start();
+      maintenance?.start();
+    },
+    async stop() {
+      await fanout?.stop();
+      await delivery?.stop();
+      await maintenance?.stop();
+    },
+  };
+}

@@ -1,0 +1,133 @@
+/**
+ * The delivery role's loop. It keeps up to `concurrency` attempts running: whenever slots are free it leases due
+ * deliveries (fair across endpoints, within each endpoint's global in-flight cap — the store enforces both), starts
+ * each attempt at once, and writes finished attempts back in batches (one transaction for all completions that
+ * finished while the previous write was in flight).
+ *
+ * Crash safety: a lease expires (`leaseMs`), so a worker killed mid-attempt strands nothing; the maintenance loop
+ * returns the delivery to the queue and it is retried with the same webhook-id (at-least-once).
+ */
+import type { Logger } from 'pino';
+import { type AttemptDeps, deliverAttempt } from '../app/deliver-attempt.ts';
+import type { Signal } from '../app/signal.ts';
+import type { AttemptCompletion, LeasedDelivery } from '../ports/delivery-store.ts';
+import type { Store } from '../ports/store.ts';
+
+export interface DeliveryWorkerOptions {
+  store: Store;
+  attempt: AttemptDeps;
+  owner: string;
+  /** Attempts in flight in this process at most. */
+  concurrency: number;
+  /** Most deliveries leased for one endpoint per lease call, so one endpoint cannot take every free slot. */
+  perEndpoint: number;
+  leaseMs: number;
+  pollMs: number;
+  /** Poked by fan-out in this process when new work exists. */
+  wake: Signal;
+  logger: Logger | null;
+}
+
+export class DeliveryWorker {
+  private running = false;
+  private active = 0;
+  private loop: Promise<void> | null = null;
+  private pending: AttemptCompletion[] = [];
+  private writing: Promise<void> | null = null;
+  private idle: Array<() => void> = [];
+
+  constructor(private readonly opts: DeliveryWorkerOptions) {}
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  /** Stops leasing, waits for in-flight attempts and their writes. */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.opts.wake.poke();
+    await this.loop;
+    while (this.active > 0 || this.pending.length > 0 || this.writing) {
+      await new Promise<void>((resolve) => this.idle.push(resolve));
+    }
+  }
+
+  get inFlight(): number {
+    return this.active;
+  }
+
+  private async run(): Promise<void> {
+    const { store, owner, concurrency, perEndpoint, leaseMs, pollMs, wake, attempt } = this.opts;
+    while (this.running) {
+      const free = concurrency - this.active;
+      let leased: LeasedDelivery[] = [];
+      if (free > 0) {
+        try {
+          leased = await store.deliveryLease({
+            owner,
+            now: attempt.clock.now(),
+            limit: free,
+            perEndpoint,
+            leaseMs,
+          });
+        } catch (err) {
+          this.opts.logger?.warn({ err }, 'lease failed; retrying');
+          await wake.wait(pollMs * 5);
+          continue;
+        }
+      }
+      for (const l of leased) this.startAttempt(l);
+      // Full batch: more may be due right now. Otherwise wait for work (fan-out poke), a free slot, or the poll.
+      if (leased.length === 0 || leased.length < free) await wake.wait(pollMs);
+      else if (this.active >= concurrency) await wake.wait(pollMs);
+    }
+  }
+
+  private startAttempt(leased: LeasedDelivery): void {
+    this.active++;
+    deliverAttempt(this.opts.attempt, leased, this.opts.owner)
+      .then((completion) => {
+        this.pending.push(completion);
+        this.flush();
+      })
+      .catch((err) => {
+        // A bug, not an endpoint failure: leave the lease to expire so the delivery is retried.
+        this.opts.logger?.error({ err, delivery: leased.delivery.id }, 'attempt crashed');
+      })
+      .finally(() => {
+        this.active--;
+        this.opts.wake.poke();
+        this.settle();
+      });
+  }
+
+  private flush(): void {
+    if (this.writing || this.pending.length === 0) return;
+    const batch = this.pending.splice(0);
+    this.writing = (async () => {
+      for (let tries = 0; ; tries++) {
+        try {
+          await this.opts.store.deliveryComplete({ completions: batch, now: this.opts.attempt.clock.now() });
+          return;
+        } catch (err) {
+          // The attempt happened; its record must not be dropped. Retry until the store is back (the lease may
+          // expire meanwhile, then the delivery is sent again — a duplicate with the same webhook-id).
+          this.opts.logger?.warn({ err, tries }, 'recording attempts failed; retrying');
+          await new Promise((r) => setTimeout(r, Math.min(5000, 100 * 2 ** tries)));
+        }
+      }
+    })().finally(() => {
+      this.writing = null;
+      this.flush();
+      this.settle();
+    });
+  }
+
+  private settle(): void {
+    if (this.active === 0 && this.pending.length === 0 && !this.writing) {
+      for (const r of this.idle.splice(0)) r();
+    }
+  }
+}
