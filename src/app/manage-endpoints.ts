@@ -4,7 +4,7 @@
  * the URL policy, the custom-header policy and event-type filters. Every check runs before anything is written, so
  * bad input changes nothing.
  *
- * Decisions (see docs/endpoints.md):
+ * Decisions (also for the user docs):
  * - URL: `checkUrlShape` (http or https, no credentials, no whitespace/control characters/backslashes, ≤ 2048
  *   characters, no internal host names) and the WHATWG-canonical form is what is stored. When a DestinationChecker
  *   is wired in, its verdict (DNS + address guard) decides as well. Changing the URL is an elevated action.

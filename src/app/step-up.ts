@@ -6,11 +6,11 @@
  * it. Any process sharing the master key verifies it without a database read; nothing can be revoked early, which
  * is why it lives only 5 minutes. It is bound to the tenant, not to one tenant key.
  *
- * Limits of this process-local guard (documented in docs): a TOTP code is refused when reused within its window
+ * Limits of this process-local guard: a TOTP code is refused when reused within its window
  * and failures are rate-limited, but both memories are per process. With several control processes behind a load
  * balancer (PostgreSQL), a code could be used once per process within its ±30 s window, and an attacker holding the
- * tenant key gets the failure budget once per process. Closing that needs a store method recording the last
- * accepted TOTP step per tenant (compare-and-set); see the report that introduced this file.
+ * tenant key gets the failure budget once per process. Closing that needs a store method that records the last
+ * accepted TOTP step per tenant with a compare-and-set (accept step s only if s > last), shared by all processes.
  */
 import { timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../domain/errors.ts';

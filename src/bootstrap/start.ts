@@ -13,10 +13,10 @@ import { TenantDirectory } from '../app/tenant-directory.ts';
 import type { Config } from '../config/config.ts';
 import { IDEMPOTENCY_WINDOW_MS } from '../domain/event-rules.ts';
 import type { Clock, Random } from '../ports/clock.ts';
-import type { HttpSender } from '../ports/http-sender.ts';
+import type { DestinationChecker, HttpSender } from '../ports/http-sender.ts';
 import type { Store } from '../ports/store.ts';
 import { loadOrCreateAdminToken } from './admin-token.ts';
-import { createSender } from './create-sender.ts';
+import { createDestinationChecker, createSender } from './create-sender.ts';
 import { createStore } from './create-store.ts';
 import { VERSION } from './version.ts';
 import { createWorkers, type Workers } from './workers.ts';
@@ -43,6 +43,8 @@ export interface StartOptions {
   listen?: boolean;
   /** The delivery role's HTTP client; by default the guarded undici sender built from the configuration. */
   sender?: HttpSender;
+  /** Registration-time URL check; by default the address guard with the system resolver. */
+  destinations?: DestinationChecker;
   /** Do not start the background loops (tests drive them step by step). */
   startWorkers?: boolean;
   /** Called once with a generated operator token (printed by the CLI). */
@@ -102,6 +104,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
       logger,
       version: VERSION,
       serves,
+      destinations: opts.destinations ?? createDestinationChecker(config),
     });
     if (opts.listen !== false) {
       url = await app.listen({ port: config.port, host: config.host });

@@ -229,16 +229,18 @@ it.runIf(process.env.HOOKRAIL_E2E_KNOWN_BUGS === '1')(
 
 describe('CLI', () => {
   it('--version, help, and exit codes for no command and an unknown command', async () => {
-    const version = await runHookrail(['--version']);
+    const [version, help, none, unknown] = await Promise.all([
+      runHookrail(['--version']),
+      runHookrail(['help']),
+      runHookrail([]),
+      runHookrail(['frobnicate']),
+    ]);
     expect(version).toMatchObject({ code: 0, stdout: `${VERSION}\n` });
-    const help = await runHookrail(['help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain(`hookrail ${VERSION}`);
     expect(help.stdout).toMatch(/Usage:[\s\S]*hookrail start[\s\S]*hookrail migrate/);
-    const none = await runHookrail([]);
     expect(none.code).toBe(2);
     expect(none.stdout).toContain('Usage:');
-    const unknown = await runHookrail(['frobnicate']);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain('unknown command "frobnicate"');
   });

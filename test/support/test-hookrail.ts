@@ -5,6 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { GuardedDestinationChecker } from '../../src/adapters/http/destination-checker.ts';
 import { createPostgresStore } from '../../src/adapters/postgres/postgres-store.ts';
 import { createSqliteStore } from '../../src/adapters/sqlite/sqlite-store.ts';
 import { type Hookrail, startHookrail } from '../../src/bootstrap/start.ts';
@@ -76,7 +77,19 @@ export async function createTestApp(
     HOOKRAIL_AUTH_CACHE_MS: '0',
     ...opts.env,
   });
-  const hookrail = await startHookrail({ config, store, logger: false, listen: false, clock: opts.clock });
+  // Names in tests resolve to a documentation-free public address; IP literals are checked as they are.
+  const destinations = new GuardedDestinationChecker({
+    allowNetworks: config.allowNetworks,
+    resolver: { resolve: async () => ['93.184.215.14'] },
+  });
+  const hookrail = await startHookrail({
+    config,
+    store,
+    logger: false,
+    listen: false,
+    destinations,
+    ...(opts.clock ? { clock: opts.clock } : {}),
+  });
   const app = hookrail.app;
   if (!app) throw new Error('no HTTP roles');
   return {
