@@ -263,6 +263,27 @@ export function percentile(sorted: ArrayLike<number>, q: number): number {
 
 export const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
 
+/** The event `data` of the delivery benchmark, padded so the whole POST /v1/events body is about `bytes` long. */
+export function eventData(bytes: number): Record<string, unknown> {
+  const data = {
+    order_id: 'ord_01J9ZBENCH000000000000000',
+    status: 'paid',
+    currency: 'EUR',
+    total_cents: 15_980,
+    customer: { id: 'cus_8842', email: 'ada@example.com', name: 'Ada Lovelace', country: 'GB' },
+    items: [
+      { sku: 'SKU-1001', name: 'Analytical engine, small', qty: 1, unit_cents: 9_990 },
+      { sku: 'SKU-2002', name: 'Punched cards (500)', qty: 2, unit_cents: 2_995 },
+    ],
+    shipping: { method: 'express', address: { line1: '12 St James Sq', city: 'London', postcode: 'SW1Y' } },
+    metadata: { source: 'bench', note: '' },
+  };
+  const overhead = 90; // {"tenant_id":"ten_…","type":"bench.e…","data":…}
+  const pad = bytes - overhead - JSON.stringify(data).length;
+  if (pad > 0) data.metadata.note = 'x'.repeat(pad);
+  return data;
+}
+
 /** POST with a bearer token; throws on a non-2xx answer. */
 export async function postJson<T>(url: string, token: string, path: string, body: unknown): Promise<T> {
   const res = await fetch(`${url}${path}`, {
