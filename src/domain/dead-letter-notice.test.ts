@@ -1,0 +1,212 @@
+import { describe, expect, it } from 'vitest';
+import { seededRandom } from '../../test/support/seeded-random.ts';
+import {
+  digestDueAt,
+  isDigestDue,
+  NOTICE_WINDOW_MS,
+  type NoticeCause,
+  noticeDecision,
+  recoveryNoticeDue,
+} from './dead-letter-notice.ts';
+
+const MIN = 60_000;
+const H = 60 * MIN;
+const T0 = Date.UTC(2026, 0, 1, 3, 24, 0); // the journey's first dead letter
+
+describe('constants', () => {
+  it('the window is a rolling 24 h', () => {
+    expect(NOTICE_WINDOW_MS).toBe(24 * H);
+  });
+});
+
+describe('noticeDecision', () => {
+  it.each<NoticeCause>(['dead_letter', 'permanent_failure'])('the first %s ever is sent now', (cause) => {
+    expect(noticeDecision({ cause, lastNoticeAt: null, pendingDigestCount: 0, now: T0 })).toEqual({
+      kind: 'send_now',
+      cause,
+      digested: 0,
+    });
+  });
+
+  it('later ones inside the window are aggregated into the digest due at the window’s end', () => {
+    for (const dt of [0, 1, MIN, 12 * H, 24 * H - 1]) {
+      expect(
+        noticeDecision({ cause: 'dead_letter', lastNoticeAt: T0, pendingDigestCount: 5, now: T0 + dt }),
+      ).toEqual({ kind: 'aggregate', cause: 'dead_letter', digestDueAt: T0 + 24 * H });
+    }
+  });
+
+  it('exactly 24 h after the last notice a new window starts, carrying whatever digest is still pending', () => {
+    expect(
+      noticeDecision({ cause: 'dead_letter', lastNoticeAt: T0, pendingDigestCount: 0, now: T0 + 24 * H }),
+    ).toEqual({ kind: 'send_now', cause: 'dead_letter', digested: 0 });
+    expect(
+      noticeDecision({
+        cause: 'permanent_failure',
+        lastNoticeAt: T0,
+        pendingDigestCount: 7,
+        now: T0 + 30 * H,
+      }),
+    ).toEqual({ kind: 'send_now', cause: 'permanent_failure', digested: 7 });
+  });
+
+  it('a clock behind the last notice aggregates', () => {
+    expect(
+      noticeDecision({ cause: 'dead_letter', lastNoticeAt: T0, pendingDigestCount: 0, now: T0 - H }).kind,
+    ).toBe('aggregate');
+  });
+
+  it.each<[string, Parameters<typeof noticeDecision>[0]]>([
+    ['NaN now', { cause: 'dead_letter', lastNoticeAt: null, pendingDigestCount: 0, now: Number.NaN }],
+    [
+      'infinite lastNoticeAt',
+      { cause: 'dead_letter', lastNoticeAt: Infinity, pendingDigestCount: 0, now: T0 },
+    ],
+    ['negative pending', { cause: 'dead_letter', lastNoticeAt: null, pendingDigestCount: -1, now: T0 }],
+    ['fractional pending', { cause: 'dead_letter', lastNoticeAt: null, pendingDigestCount: 0.5, now: T0 }],
+  ])('rejects %s', (_name, input) => {
+    expect(() => noticeDecision(input)).toThrow(RangeError);
+  });
+});
+
+describe('digest timing', () => {
+  it('nothing pending, no digest', () => {
+    expect(digestDueAt({ lastNoticeAt: T0, pendingDigestCount: 0 })).toBeNull();
+    expect(isDigestDue({ lastNoticeAt: T0, pendingDigestCount: 0, now: T0 + 100 * H })).toBe(false);
+    expect(digestDueAt({ lastNoticeAt: null, pendingDigestCount: 0 })).toBeNull();
+  });
+
+  it('pending items are due at the end of the window, not a millisecond earlier', () => {
+    expect(digestDueAt({ lastNoticeAt: T0, pendingDigestCount: 3 })).toBe(T0 + 24 * H);
+    expect(isDigestDue({ lastNoticeAt: T0, pendingDigestCount: 3, now: T0 + 24 * H - 1 })).toBe(false);
+    expect(isDigestDue({ lastNoticeAt: T0, pendingDigestCount: 3, now: T0 + 24 * H })).toBe(true);
+    expect(isDigestDue({ lastNoticeAt: T0, pendingDigestCount: 3, now: T0 + 48 * H })).toBe(true);
+  });
+
+  it('pending items without any notice (inconsistent stored state) are overdue, not lost', () => {
+    expect(digestDueAt({ lastNoticeAt: null, pendingDigestCount: 2 })).toBe(0);
+    expect(isDigestDue({ lastNoticeAt: null, pendingDigestCount: 2, now: T0 })).toBe(true);
+  });
+
+  it('rejects bad input', () => {
+    expect(() => isDigestDue({ lastNoticeAt: T0, pendingDigestCount: -1, now: T0 })).toThrow(RangeError);
+    expect(() => isDigestDue({ lastNoticeAt: T0, pendingDigestCount: 1, now: Number.NaN })).toThrow(
+      RangeError,
+    );
+  });
+});
+
+describe('recoveryNoticeDue', () => {
+  it('only after a failure notice, once per notice', () => {
+    expect(recoveryNoticeDue({ lastFailureNoticeAt: null, lastRecoveryNoticeAt: null })).toBe(false);
+    expect(recoveryNoticeDue({ lastFailureNoticeAt: null, lastRecoveryNoticeAt: T0 })).toBe(false);
+    expect(recoveryNoticeDue({ lastFailureNoticeAt: T0, lastRecoveryNoticeAt: null })).toBe(true);
+    expect(recoveryNoticeDue({ lastFailureNoticeAt: T0, lastRecoveryNoticeAt: T0 - 1 })).toBe(true);
+    expect(recoveryNoticeDue({ lastFailureNoticeAt: T0, lastRecoveryNoticeAt: T0 })).toBe(false);
+    expect(recoveryNoticeDue({ lastFailureNoticeAt: T0, lastRecoveryNoticeAt: T0 + H })).toBe(false);
+  });
+});
+
+/** The caller's side of the contract: one window per (endpoint, cause), a digest job running every minute. */
+class Notifier {
+  readonly sent: { at: number; cause: NoticeCause; kind: 'immediate' | 'digest'; count: number }[] = [];
+  readonly windows: Record<NoticeCause, { lastNoticeAt: number | null; pendingDigestCount: number }> = {
+    dead_letter: { lastNoticeAt: null, pendingDigestCount: 0 },
+    permanent_failure: { lastNoticeAt: null, pendingDigestCount: 0 },
+  };
+
+  failure(cause: NoticeCause, now: number): void {
+    const w = this.windows[cause];
+    const d = noticeDecision({ cause, ...w, now });
+    if (d.kind === 'send_now') {
+      this.sent.push({ at: now, cause, kind: 'immediate', count: 1 + d.digested });
+      this.windows[cause] = { lastNoticeAt: now, pendingDigestCount: 0 };
+    } else {
+      w.pendingDigestCount++;
+    }
+  }
+
+  tick(now: number): void {
+    for (const cause of ['dead_letter', 'permanent_failure'] as const) {
+      const w = this.windows[cause];
+      if (!isDigestDue({ ...w, now })) continue;
+      this.sent.push({ at: now, cause, kind: 'digest', count: w.pendingDigestCount });
+      this.windows[cause] = { lastNoticeAt: now, pendingDigestCount: 0 };
+    }
+  }
+}
+
+describe('the journey: a 72 h outage that dead-letters every 7 minutes', () => {
+  it('one immediate notice, then one digest a day — four e-mails, every dead letter counted once', () => {
+    const n = new Notifier();
+    let dead = 0;
+    for (let now = T0; now < T0 + 96 * H; now += MIN) {
+      // Dead letters keep coming for 70 h (the endpoint is disabled at 72 h; nothing is attempted after that).
+      if (now < T0 + 70 * H && (now - T0) % (7 * MIN) === 0) {
+        n.failure('dead_letter', now);
+        dead++;
+      }
+      n.tick(now);
+    }
+    expect(n.sent.map((s) => [s.kind, (s.at - T0) / H])).toEqual([
+      ['immediate', 0],
+      ['digest', 24],
+      ['digest', 48],
+      ['digest', 72],
+    ]);
+    expect(n.sent.reduce((a, s) => a + s.count, 0)).toBe(dead);
+  });
+
+  it('a permanent failure after the outage notice is told at once, not a day later in a digest', () => {
+    const n = new Notifier();
+    n.failure('dead_letter', T0);
+    n.failure('dead_letter', T0 + MIN);
+    n.failure('permanent_failure', T0 + 20 * MIN); // the rollback shipped a bad credential: 401
+    n.failure('permanent_failure', T0 + 21 * MIN);
+    expect(n.sent).toEqual([
+      { at: T0, cause: 'dead_letter', kind: 'immediate', count: 1 },
+      { at: T0 + 20 * MIN, cause: 'permanent_failure', kind: 'immediate', count: 1 },
+    ]);
+    expect(n.windows.dead_letter.pendingDigestCount).toBe(1);
+    expect(n.windows.permanent_failure.pendingDigestCount).toBe(1);
+  });
+});
+
+describe('property (seeded): bounded volume, nothing dropped', () => {
+  it.each([1, 2, 3, 17, 2024])(
+    'seed %i: per cause, e-mails ≥ 24 h apart; every failure counted exactly once',
+    (seed) => {
+      const rnd = seededRandom(seed);
+      const n = new Notifier();
+      const failures: Record<NoticeCause, number> = { dead_letter: 0, permanent_failure: 0 };
+      let now = T0;
+      const end = T0 + 10 * 24 * H;
+      // Bursty failures: quiet spells, then storms.
+      let storm = false;
+      while (now < end) {
+        now += MIN;
+        if (rnd.float() < 0.002) storm = !storm;
+        const p = storm ? 0.3 : 0.001;
+        for (const cause of ['dead_letter', 'permanent_failure'] as const) {
+          if (rnd.float() < p * (cause === 'dead_letter' ? 1 : 0.3)) {
+            n.failure(cause, now);
+            failures[cause]++;
+          }
+        }
+        n.tick(now);
+      }
+      // Flush: whatever is still pending goes out when its window ends.
+      n.tick(end + 24 * H);
+      for (const cause of ['dead_letter', 'permanent_failure'] as const) {
+        const mails = n.sent.filter((s) => s.cause === cause);
+        for (let i = 1; i < mails.length; i++) {
+          expect(mails[i]!.at - mails[i - 1]!.at).toBeGreaterThanOrEqual(NOTICE_WINDOW_MS);
+        }
+        expect(mails.reduce((a, s) => a + s.count, 0)).toBe(failures[cause]);
+        expect(mails.every((m) => m.count >= 1)).toBe(true);
+      }
+      expect(failures.dead_letter).toBeGreaterThan(10);
+      expect(n.sent.some((s) => s.kind === 'digest')).toBe(true);
+    },
+  );
+});
