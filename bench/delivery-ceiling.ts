@@ -101,7 +101,9 @@ async function main(): Promise<void> {
 main().then(
   () => process.exit(0),
   (err) => {
-    process.stderr.write(`delivery-ceiling: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.stderr.write(
+      `delivery-ceiling: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
     process.exit(1);
   },
 );

@@ -38,6 +38,8 @@ export interface ProduceReport {
   p99Ms: number;
   /** How far behind schedule the last send was (rate mode; > 0 means the rate was not held). */
   maxLagMs: number;
+  /** CPU time of this process over its whole life, ms. */
+  cpuMs: number;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -46,7 +48,9 @@ async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? '') as ProduceSpec;
   const data = JSON.stringify(eventData(spec.dataBytes));
   const bodies = spec.types.map((type) =>
-    Buffer.from(`{"tenant_id":${JSON.stringify(spec.tenantId)},"type":${JSON.stringify(type)},"data":${data}}`),
+    Buffer.from(
+      `{"tenant_id":${JSON.stringify(spec.tenantId)},"type":${JSON.stringify(type)},"data":${data}}`,
+    ),
   );
   const headers = { authorization: `Bearer ${spec.producerKey}`, 'content-type': 'application/json' };
   const pool = new Pool(spec.origin, { connections: spec.concurrency, pipelining: 1 });
@@ -123,6 +127,7 @@ async function main(): Promise<void> {
     p50Ms: percentile(latencies, 0.5),
     p99Ms: percentile(latencies, 0.99),
     maxLagMs,
+    cpuMs: (process.cpuUsage().user + process.cpuUsage().system) / 1000,
   };
   process.stdout.write(`${JSON.stringify(report)}\n`);
 }
@@ -130,7 +135,9 @@ async function main(): Promise<void> {
 main().then(
   () => process.exit(0),
   (err) => {
-    process.stderr.write(`delivery-producer: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.stderr.write(
+      `delivery-producer: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
     process.exit(1);
   },
 );

@@ -87,18 +87,19 @@ function onControl(req: IncomingMessage, res: ServerResponse): void {
     res.end(text);
   };
   req.resume();
-  if (req.method === 'GET' && req.url === '/stats') return send(stats());
-  if (req.method === 'GET' && req.url === '/arrivals') return send([...arrivals]);
-  if (req.method === 'POST' && req.url === '/reset') {
+  if (req.method === 'GET' && req.url === '/stats') send(stats());
+  else if (req.method === 'GET' && req.url === '/arrivals') send([...arrivals]);
+  else if (req.method === 'POST' && req.url === '/reset') {
     webhookIds = new Set();
     arrivals = new Map();
     paths = new Set();
     requests = duplicates = malformed = 0;
     firstAt = lastAt = null;
-    return send(stats());
+    send(stats());
+  } else {
+    res.writeHead(404);
+    res.end();
   }
-  res.writeHead(404);
-  res.end();
 }
 
 const hook = createServer({ keepAlive: true, requestTimeout: 0 }, onHook);
@@ -107,7 +108,9 @@ hook.keepAliveTimeout = 60_000;
 hook.headersTimeout = 61_000;
 const control = createServer(onControl);
 const listen = (s: ReturnType<typeof createServer>) =>
-  new Promise<number>((resolve) => s.listen(0, '127.0.0.1', () => resolve((s.address() as AddressInfo).port)));
+  new Promise<number>((resolve) =>
+    s.listen(0, '127.0.0.1', () => resolve((s.address() as AddressInfo).port)),
+  );
 const hookPort = await listen(hook);
 const controlPort = await listen(control);
 process.stdout.write(`listening on http://127.0.0.1:${hookPort} control http://127.0.0.1:${controlPort}\n`);

@@ -155,7 +155,9 @@ class ReceiverClient {
       last = s;
       if (Date.now() - lastLog >= 5000) {
         const rate = ((s.distinctWebhookIds - logged) * 1000) / (Date.now() - lastLog);
-        log(`${what}: ${s.distinctWebhookIds}/${distinct} delivered (${Math.round(rate)}/s over the last 5 s)`);
+        log(
+          `${what}: ${s.distinctWebhookIds}/${distinct} delivered (${Math.round(rate)}/s over the last 5 s)`,
+        );
         lastLog = Date.now();
         logged = s.distinctWebhookIds;
       }
@@ -265,12 +267,15 @@ interface PhaseResult {
   hookrailCpuMs: number | null;
   machineBusy: number | null;
   machineSteal: number | null;
+  /** CPU used on the machine by processes other than this benchmark's, as a share of all cores. */
+  foreignShare: number | null;
 }
 
 interface Ctx {
   opts: Options;
   hookrail: { url: string; pid: number | undefined };
   receiver: ReceiverClient;
+  receiverPid: number | undefined;
   tenantId: string;
   producerKey: string;
   types: string[];
@@ -279,7 +284,12 @@ interface Ctx {
   expectedSoFar: number;
 }
 
-async function runPhase(ctx: Ctx, name: string, count: number, ratePerS: number | null): Promise<PhaseResult> {
+async function runPhase(
+  ctx: Ctx,
+  name: string,
+  count: number,
+  ratePerS: number | null,
+): Promise<PhaseResult> {
   const { opts } = ctx;
   const outFile = join(ctx.tmp, `${name}.json`);
   const spec: ProduceSpec = {
@@ -293,8 +303,12 @@ async function runPhase(ctx: Ctx, name: string, count: number, ratePerS: number 
     dataBytes: opts.dataBytes,
     outFile,
   };
-  log(`${name}: sending ${count} events ${ratePerS === null ? 'as fast as intake takes them' : `at ${ratePerS}/s`}`);
+  log(
+    `${name}: sending ${count} events ${ratePerS === null ? 'as fast as intake takes them' : `at ${ratePerS}/s`}`,
+  );
   const cpu0 = cpuMsOf(ctx.hookrail.pid);
+  const rcpu0 = cpuMsOf(ctx.receiverPid);
+  const self0 = process.cpuUsage();
   const m0 = machineCpu();
   const produce = await runWorker<ProduceReport>('bench/delivery-producer.ts', spec);
   log(
@@ -306,7 +320,14 @@ async function runPhase(ctx: Ctx, name: string, count: number, ratePerS: number 
   ctx.expectedSoFar += produce.accepted;
   await ctx.receiver.waitFor(ctx.expectedSoFar, name);
   const cpu1 = cpuMsOf(ctx.hookrail.pid);
+  const rcpu1 = cpuMsOf(ctx.receiverPid);
+  const self = process.cpuUsage(self0);
   const m1 = machineCpu();
+  let foreignShare: number | null = null;
+  if (m0 && m1 && cpu0 !== null && cpu1 !== null && rcpu0 !== null && rcpu1 !== null) {
+    const ours = cpu1 - cpu0 + (rcpu1 - rcpu0) + produce.cpuMs + (self.user + self.system) / 1000;
+    foreignShare = Math.max(0, (m1.busy - m0.busy - ours) / Math.max(1, m1.total - m0.total));
+  }
 
   const accepted = new Map(JSON.parse(readFileSync(outFile, 'utf8')) as Array<[string, number]>);
   const arrivals = await ctx.receiver.arrivals();
@@ -340,6 +361,7 @@ async function runPhase(ctx: Ctx, name: string, count: number, ratePerS: number 
     hookrailCpuMs: cpu0 !== null && cpu1 !== null ? cpu1 - cpu0 : null,
     machineBusy: m0 && m1 ? cpuShare(m0 as MachineCpu, m1 as MachineCpu, 'busy') : null,
     machineSteal: m0 && m1 ? cpuShare(m0 as MachineCpu, m1 as MachineCpu, 'steal') : null,
+    foreignShare,
   };
   const phaseMs = last - produce.startedAt;
   log(
@@ -352,9 +374,24 @@ async function runPhase(ctx: Ctx, name: string, count: number, ratePerS: number 
           `${Math.round((r.hookrailCpuMs * 1000) / Math.max(1, deliveries))} µs per event (intake+delivery)`
         : '') +
       (r.machineBusy !== null
-        ? `; machine ${Math.round(100 * r.machineBusy)}% busy (${Math.round(100 * (r.machineSteal ?? 0))}% stolen)`
+        ? `; machine ${Math.round(100 * r.machineBusy)}% busy (${Math.round(100 * (r.machineSteal ?? 0))}% stolen` +
+          `, ${Math.round(100 * (foreignShare ?? 0))}% by other processes)`
         : ''),
   );
+  const drained = ttfa.length
+    ? [...accepted.keys()].filter((id) => (arrivals.get(id) ?? 0) > produce.finishedAt)
+    : [];
+  if (drained.length >= deliveries / 10 && last > produce.finishedAt) {
+    log(
+      `${name}: after the producer finished, ${drained.length} deliveries drained at ` +
+        `${Math.round((drained.length * 1000) / (last - produce.finishedAt))}/s (delivery plane alone)`,
+    );
+  }
+  if (foreignShare !== null && foreignShare > 0.1) {
+    log(
+      `warning: ${name}: other processes used ${Math.round(100 * foreignShare)}% of the machine — results skewed`,
+    );
+  }
   return r;
 }
 
@@ -424,9 +461,14 @@ async function main(): Promise<number> {
   );
   log(`hookrail listening on ${hookrailServer.url}`);
 
-  const tenant = await postJson<{ id: string; tenant_key: string }>(hookrailServer.url, adminToken, '/v1/tenants', {
-    name: 'bench',
-  });
+  const tenant = await postJson<{ id: string; tenant_key: string }>(
+    hookrailServer.url,
+    adminToken,
+    '/v1/tenants',
+    {
+      name: 'bench',
+    },
+  );
   const producer = await postJson<{ key: string }>(hookrailServer.url, adminToken, '/v1/producer-keys', {
     name: 'bench',
   });
@@ -446,6 +488,7 @@ async function main(): Promise<number> {
     opts,
     hookrail: { url: hookrailServer.url, pid: hookrailServer.child.pid },
     receiver,
+    receiverPid: receiverServer.child.pid,
     tenantId: tenant.id,
     producerKey: producer.key,
     types,
@@ -458,7 +501,9 @@ async function main(): Promise<number> {
   const phases: PhaseResult[] = [];
   if (opts.warmupEvents > 0) phases.push(await runPhase(ctx, 'warm-up', opts.warmupEvents, opts.steadyRate));
   const steady =
-    opts.steadyEvents > 0 ? await runPhase(ctx, 'below-saturation', opts.steadyEvents, opts.steadyRate) : null;
+    opts.steadyEvents > 0
+      ? await runPhase(ctx, 'below-saturation', opts.steadyEvents, opts.steadyRate)
+      : null;
   if (steady) phases.push(steady);
   await waitForIdle('the bulk phase', log);
   const bulk = await runPhase(ctx, 'bulk', opts.events, null);
@@ -500,7 +545,9 @@ async function main(): Promise<number> {
     concurrency: effectiveConcurrency,
     dataBytes: opts.dataBytes,
   };
-  log(`ceiling: ${ceilingSpec.warmupCount} warm-up + ${opts.events} requests, ${effectiveConcurrency} in flight`);
+  log(
+    `ceiling: ${ceilingSpec.warmupCount} warm-up + ${opts.events} requests, ${effectiveConcurrency} in flight`,
+  );
   const ceiling = await runWorker<CeilingReport>('bench/delivery-ceiling.ts', ceilingSpec);
   const carr = await receiver.arrivals();
   let cFirst = Number.POSITIVE_INFINITY;

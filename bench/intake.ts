@@ -20,7 +20,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -233,6 +233,70 @@ async function runLoad(spec: LoadSpec): Promise<LoadReport> {
   return JSON.parse(last) as LoadReport;
 }
 
+/** CPU ms so far of every user-space process (kernel threads skipped), by pid (Linux /proc). */
+interface ProcCpu {
+  comm: string;
+  ms: number;
+  /** Start time, in ms since boot. */
+  startMs: number;
+}
+function allProcessCpu(): { at: number; procs: Map<number, ProcCpu> } {
+  const procs = new Map<number, ProcCpu>();
+  let at = 0;
+  try {
+    at = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]) * 1000;
+    for (const name of readdirSync('/proc')) {
+      if (!/^\d+$/.test(name)) continue;
+      try {
+        const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+        const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        if (f[1] === '2' || f[1] === '0') continue; // kernel threads (children of kthreadd) and init's parent
+        procs.set(Number(name), {
+          comm,
+          ms: ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK,
+          startMs: (Number(f[19]) * 1000) / CLK_TCK,
+        });
+      } catch {
+        // exited meanwhile
+      }
+    }
+  } catch {
+    // not Linux
+  }
+  return { at, procs };
+}
+
+/**
+ * CPU used during a phase by processes that are not part of the benchmark (PostgreSQL's processes are counted
+ * apart: they serve the run, though other clients of the same server would show up there too).
+ */
+function foreignCpu(
+  before: ReturnType<typeof allProcessCpu>,
+  after: ReturnType<typeof allProcessCpu>,
+  ours: Set<number>,
+): { foreignMs: number; postgresMs: number; top: string[] } {
+  let foreignMs = 0;
+  let postgresMs = 0;
+  const byComm = new Map<string, number>();
+  for (const [pid, p] of after.procs) {
+    if (ours.has(pid)) continue;
+    const prev = before.procs.get(pid);
+    const used = prev && prev.startMs === p.startMs ? p.ms - prev.ms : p.startMs >= before.at ? p.ms : 0;
+    if (used <= 0) continue;
+    if (p.comm === 'postgres') postgresMs += used;
+    else {
+      foreignMs += used;
+      byComm.set(p.comm, (byComm.get(p.comm) ?? 0) + used);
+    }
+  }
+  const top = [...byComm]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 3)
+    .map(([comm, ms]) => `${comm} ${Math.round(ms)} ms`);
+  return { foreignMs, postgresMs, top };
+}
+
 interface LoadedRun {
   report: LoadReport;
   /** CPU ms of the server process over warm-up + measured phase. */
@@ -240,19 +304,29 @@ interface LoadedRun {
   /** Share of all cores busy (and stolen by the hypervisor) during warm-up + measured phase. */
   machineBusy: number | null;
   machineSteal: number | null;
+  /** CPU ms of other processes (not the benchmark's, not PostgreSQL's) meanwhile: the run was disturbed. */
+  foreignMs: number;
+  postgresMs: number;
+  foreignTop: string[];
 }
 
 async function loadServer(server: Server, spec: LoadSpec): Promise<LoadedRun> {
   const cpu0 = cpuMsOf(server.child.pid);
   const m0 = machineCpu();
+  const p0 = allProcessCpu();
   const report = await runLoad(spec);
   const cpu1 = cpuMsOf(server.child.pid);
   const m1 = machineCpu();
+  const p1 = allProcessCpu();
+  const others = foreignCpu(p0, p1, new Set([process.pid, server.child.pid ?? -1]));
   return {
     report,
     serverCpuMs: cpu0 !== null && cpu1 !== null ? cpu1 - cpu0 : null,
     machineBusy: m0 && m1 ? share(m0, m1, 'busy') : null,
     machineSteal: m0 && m1 ? share(m0, m1, 'steal') : null,
+    foreignMs: others.foreignMs,
+    postgresMs: others.postgresMs,
+    foreignTop: others.top,
   };
 }
 
@@ -372,6 +446,14 @@ function describe(name: string, run: LoadedRun): void {
           : ''),
     );
   }
+  const pct = (ms: number) => Math.round((100 * ms) / (seconds * 1000));
+  if (run.postgresMs > 0) log(`${name} postgres processes ${pct(run.postgresMs)}% of a core`);
+  const disturbed = run.foreignMs / (seconds * 1000) > 0.1;
+  log(
+    `${name} other processes ${pct(run.foreignMs)}% of a core` +
+      (run.foreignTop.length ? ` (${run.foreignTop.join(', ')})` : '') +
+      (disturbed ? ' — DISTURBED: another job ran meanwhile; these numbers are skewed' : ''),
+  );
 }
 
 /** Everything that is not a 202, plus requests the client lost (socket errors, timeouts, unanswered). */

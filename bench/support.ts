@@ -170,7 +170,7 @@ export function cpuMsOf(pid: number | undefined): number | null {
   }
 }
 
-/** Jiffies of the whole machine (Linux /proc/stat): busy (incl. steal), steal, total. */
+/** CPU time of the whole machine so far (Linux /proc/stat), in ms summed over cores: busy (incl. steal), steal, total. */
 export interface MachineCpu {
   busy: number;
   steal: number;
@@ -179,7 +179,11 @@ export interface MachineCpu {
 export function machineCpu(): MachineCpu | null {
   try {
     const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] as string;
-    const v = line.trim().split(/\s+/).slice(1, 9).map(Number);
+    const v = line
+      .trim()
+      .split(/\s+/)
+      .slice(1, 9)
+      .map((x) => (Number(x) * 1000) / CLK_TCK);
     const total = v.reduce((a, b) => a + b, 0);
     const idle = (v[3] ?? 0) + (v[4] ?? 0);
     return { busy: total - idle, steal: v[7] ?? 0, total };

@@ -23,6 +23,7 @@ import type { DestinationChecker } from '../ports/http-sender.ts';
 import type { KeyService } from '../ports/key-service.ts';
 import { type Store, StoreUnavailableError } from '../ports/store.ts';
 import { deliveryRoutes } from './routes/deliveries.ts';
+import { egressRangeRoutes } from './routes/egress-ranges.ts';
 import { endpointRoutes } from './routes/endpoints.ts';
 import { eventRoutes } from './routes/events.ts';
 import { producerKeyRoutes } from './routes/producer-keys.ts';
@@ -48,6 +49,8 @@ export interface ApiDeps {
   serves: { intake: boolean; control: boolean };
   /** Registration-time destination check (address guard); endpoints skip it when absent. */
   destinations?: DestinationChecker;
+  /** Published egress ranges (config.egressRangesFile); the shipped example file when absent. */
+  egressRangesFile?: string;
 }
 
 declare module 'fastify' {
@@ -73,7 +76,8 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     bodyLimit: MAX_EVENT_BODY_BYTES,
     // Per-request log lines would dominate the log at intake rates; errors are still logged.
     logController: new LogController({ disableRequestLogging: true }),
-    return503OnClosing: true,
+    // Requests that arrive on kept-alive connections while closing get our own 503 (below), with Retry-After.
+    return503OnClosing: false,
   });
 
   // Bodies are validated strictly (no coercion, no silently removed fields); query strings are coerced because
@@ -170,8 +174,17 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     },
   });
 
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+
   // Authentication for everything under /v1 except the public, machine-readable documents.
-  app.addHook('onRequest', async (req) => {
+  app.addHook('onRequest', async (req, reply) => {
+    if (closing) {
+      reply.header('connection', 'close');
+      throw new ApiError('shutting_down', undefined, undefined, 2);
+    }
     if (!req.url.startsWith('/v1/')) return;
     if (req.routeOptions.config && (req.routeOptions.config as { public?: boolean }).public) return;
     req.principal = await deps.auth.authenticate(req.headers.authorization);
@@ -186,6 +199,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     await app.register(deliveryRoutes(deps));
     await app.register(stepUpRoutes(deps));
     await app.register(publicRoutes());
+    await app.register(egressRangeRoutes(deps));
   }
   await app.register(eventRoutes(deps));
   return app;

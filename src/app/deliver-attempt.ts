@@ -31,10 +31,20 @@ export async function deliverAttempt(
   const startedAt = deps.clock.now();
   const dueAt = delivery.nextAttemptAt ?? startedAt;
   const body = deliveryBody(event);
-  const secrets = await deps.secretsFor(endpoint.tenantId, endpoint.id);
+  const secrets = leased.mode === 'circuit_open' ? [] : await deps.secretsFor(endpoint.tenantId, endpoint.id);
 
   let result: SendResult;
-  if (secrets.length === 0) {
+  if (leased.mode === 'circuit_open') {
+    // The endpoint's circuit is open and this delivery is not the probe: no request leaves. The attempt is
+    // recorded as failed and rescheduled, so the delivery's schedule keeps running through the outage (§5).
+    result = {
+      kind: 'error',
+      errorClass: 'circuit_open',
+      message: 'circuit open: not sent',
+      hops: [],
+      timings: { startedAt, wireAt: null, responseAt: null, finishedAt: startedAt },
+    };
+  } else if (secrets.length === 0) {
     // Cannot happen through the API (the last secret cannot be retired); never send an unsigned request.
     result = {
       kind: 'error',
@@ -91,6 +101,7 @@ export async function deliverAttempt(
   const wireAt = t.wireAt ?? t.finishedAt;
   return {
     leaseOwner,
+    probe: leased.mode === 'probe',
     next,
     attempt: {
       id: newId('attempt', startedAt, deps.random.bytes(10)),

@@ -105,6 +105,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
       version: VERSION,
       serves,
       destinations: opts.destinations ?? createDestinationChecker(config),
+      egressRangesFile: config.egressRangesFile,
     });
     if (opts.listen !== false) {
       url = await app.listen({ port: config.port, host: config.host });

@@ -8,6 +8,9 @@ import { resolve } from 'node:path';
 export const ROLES = ['intake', 'control', 'fanout', 'delivery', 'replay', 'maintenance'] as const;
 export type Role = (typeof ROLES)[number];
 
+/** The egress ranges shipped with Hookrail: an example with documentation addresses (docs/security.md). */
+export const DEFAULT_EGRESS_RANGES_FILE = resolve(import.meta.dirname, '../../egress-ranges.json');
+
 export interface Config {
   port: number;
   host: string;
@@ -19,6 +22,8 @@ export interface Config {
   smtpUrl: string | null;
   mailFrom: string;
   egressSourceAddress: string | null;
+  /** The published egress ranges served at GET /v1/egress-ranges (ADR-11); read and validated at startup. */
+  egressRangesFile: string;
   logLevel: string;
   roles: Role[];
   /** How long a positive API-key / tenant lookup is cached in this process (revocation delay bound). */
@@ -70,6 +75,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   'smtp-url': 'HOOKRAIL_SMTP_URL',
   'mail-from': 'HOOKRAIL_MAIL_FROM',
   'egress-source-address': 'HOOKRAIL_EGRESS_SOURCE_ADDRESS',
+  'egress-ranges-file': 'HOOKRAIL_EGRESS_RANGES_FILE',
   'log-level': 'HOOKRAIL_LOG_LEVEL',
   roles: 'HOOKRAIL_ROLES',
 };
@@ -117,6 +123,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     smtpUrl: get('HOOKRAIL_SMTP_URL'),
     mailFrom: get('HOOKRAIL_MAIL_FROM') ?? 'hookrail@localhost',
     egressSourceAddress: egress,
+    egressRangesFile: resolve(get('HOOKRAIL_EGRESS_RANGES_FILE') ?? DEFAULT_EGRESS_RANGES_FILE),
     logLevel: get('HOOKRAIL_LOG_LEVEL') ?? 'info',
     roles: parseRoles(get('HOOKRAIL_ROLES') ?? ROLES.join(',')),
     authCacheMs: Number(get('HOOKRAIL_AUTH_CACHE_MS') ?? '5000'),

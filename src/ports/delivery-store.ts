@@ -41,7 +41,8 @@ export type EndpointPatch = Partial<
   Pick<EndpointRecord, 'url' | 'description' | 'eventTypes' | 'ordering' | 'maxConcurrency' | 'headers'>
 >;
 
-export type DeliveryStatus = 'pending' | 'delivered' | 'dead' | 'cancelled';
+/** `skipped`: left undelivered by an explicit re-enable choice (kept as a record). */
+export type DeliveryStatus = 'pending' | 'delivered' | 'dead' | 'cancelled' | 'skipped';
 
 export interface DeliveryRecord {
   id: string;
@@ -70,6 +71,11 @@ export interface LeasedDelivery {
   endpoint: { id: string; tenantId: string; url: string; headers: Record<string, string> };
   event: { id: string; type: string; createdAt: number; data: string };
   leaseUntil: number;
+  /**
+   * What the circuit decided in the leasing transaction: `send` normally; `probe` — the one request allowed while
+   * the circuit is open; `circuit_open` — do not send, record a failed `circuit_open` attempt and reschedule.
+   */
+  mode?: 'send' | 'probe' | 'circuit_open';
 }
 
 export type AttemptOutcome = 'delivered' | 'retryable' | 'permanent';
@@ -106,11 +112,68 @@ export interface AttemptRecord {
 export interface AttemptCompletion {
   attempt: AttemptRecord;
   leaseOwner: string;
+  /** The attempt was sent as the circuit's probe. */
+  probe?: boolean;
   next:
     | { status: 'pending'; nextAttemptAt: number }
     | { status: 'delivered' }
     | { status: 'dead'; reason: string };
 }
+
+export interface EndpointRuntimeView {
+  endpointId: string;
+  inflight: number;
+  runtime: import('../domain/endpoint-runtime.ts').EndpointRuntime;
+}
+
+export interface AttemptWindowStats {
+  attempts: number;
+  successes: number;
+  deadLetters: number;
+  /** Sorted latencies (ms) of sent attempts in the window, at most the newest 1,000. */
+  platformMs: number[];
+  consumerMs: number[];
+}
+
+export interface BacklogStats {
+  /** Undelivered: pending deliveries plus dead letters of the current failure streak. */
+  pending: number;
+  deadLetters: number;
+  oldestCreatedAt: number | null;
+}
+
+export type NotificationKind = 'dead_letter' | 'permanent_failure' | 'digest' | 'auto_disabled';
+
+export interface NotificationRecord {
+  id: string;
+  tenantId: string;
+  endpointId: string | null;
+  kind: NotificationKind;
+  subject: string;
+  body: string;
+  /** Where it is mailed; null: no channel configured (listed only). */
+  emailTo: string | null;
+  status: 'pending' | 'sent' | 'logged';
+  attempts: number;
+  nextAttemptAt: number | null;
+  lastError: string | null;
+  createdAt: number;
+  sentAt: number | null;
+}
+
+export interface AuditRecord {
+  id: string;
+  tenantId: string;
+  /** `tenant:<key id>`, `operator`, or `system`. */
+  actor: string;
+  action: string;
+  targetType: string;
+  targetId: string;
+  details: Record<string, unknown>;
+  createdAt: number;
+}
+
+export type BacklogChoice = { kind: 'deliver' } | { kind: 'skip' } | { kind: 'resume_from'; at: number };
 
 export interface DeliveryIdFactory {
   delivery(): string;
@@ -176,7 +239,15 @@ export interface DeliveryStore {
     leaseMs: number;
   }): Promise<LeasedDelivery[]>;
   /** Appends the attempts and updates the deliveries and in-flight counts, in one transaction. */
-  deliveryComplete(p: { completions: AttemptCompletion[]; now: number }): Promise<void>;
+  /**
+   * Also applies each attempt to the endpoint's shared runtime (circuit, streak, health) and writes the notices it
+   * calls for to the notification outbox, in the same transaction (health changes before any notice is sent).
+   */
+  deliveryComplete(p: {
+    completions: AttemptCompletion[];
+    now: number;
+    ids?: { notification(): string };
+  }): Promise<void>;
   /** Returns deliveries whose lease expired (worker died) to the queue; returns how many. */
   deliveryExpireLeases(p: { now: number }): Promise<number>;
   deliveryGet(p: { id: string; tenantId: string | null }): Promise<DeliveryRecord | null>;

@@ -10,6 +10,7 @@
 import type { Logger } from 'pino';
 import { type AttemptDeps, deliverAttempt } from '../app/deliver-attempt.ts';
 import type { Signal } from '../app/signal.ts';
+import { newId } from '../domain/ids.ts';
 import type { AttemptCompletion, LeasedDelivery } from '../ports/delivery-store.ts';
 import type { Store } from '../ports/store.ts';
 
@@ -109,7 +110,13 @@ export class DeliveryWorker {
     this.writing = (async () => {
       for (let tries = 0; ; tries++) {
         try {
-          await this.opts.store.deliveryComplete({ completions: batch, now: this.opts.attempt.clock.now() });
+          const { clock, random } = this.opts.attempt;
+          const now = clock.now();
+          await this.opts.store.deliveryComplete({
+            completions: batch,
+            now,
+            ids: { notification: () => newId('notification', now, random.bytes(10)) },
+          });
           return;
         } catch (err) {
           // The attempt happened; its record must not be dropped. Retry until the store is back (the lease may

@@ -210,7 +210,9 @@ describe.each(['sqlite', 'postgres'] as const)('SIGTERM under load (%s)', (kind)
  * is answered 503 `shutting_down` with Retry-After, in the API's error format. Whether any request lands in that
  * window depends on timing, so this checks every such answer rather than requiring one.
  */
-it('SIGTERM: any 503 while shutting down is in the error format, with Retry-After', { timeout: 60_000 }, async () => {
+it('SIGTERM: any 503 while shutting down is in the error format, with Retry-After', {
+  timeout: 60_000,
+}, async () => {
   const { records, termAt } = await sigtermUnderLoad('sqlite');
   const refused = records.filter((r) => r.startedAt >= termAt && r.status === 503);
   for (const r of refused) {

@@ -8,8 +8,13 @@
  * - Fan-out claims `fanout_pending` rows `FOR UPDATE SKIP LOCKED` (each event is fanned out by exactly one
  *   transaction) and reads tenants and endpoints `FOR SHARE`: a concurrent PATCH/DELETE of an endpoint or a tenant
  *   deletion waits for the fan-out to commit and then sees (and cancels) what it created.
- * - Every writer takes its locks in one order — tenants, endpoints, endpoint_queue (several rows: sorted by
- *   endpoint_id), deliveries — so transactions never deadlock each other (the tx helper retries one that does).
+ * - Fairness: row-level FOR SHARE lets a new sharer overtake a waiting FOR UPDATE, so with fan-out transactions
+ *   overlapping back to back, an endpoint PATCH/DELETE/disable or a tenant deletion could wait forever. A
+ *   per-tenant advisory lock is the gate: fan-out takes it shared, those writers exclusive, and PostgreSQL's
+ *   heavyweight lock queue makes new shared requests wait behind a waiting exclusive one (bounded wait).
+ * - Every writer takes its locks in one order — tenant gate, tenants, endpoints, endpoint_queue (several rows:
+ *   sorted by endpoint_id), deliveries — so transactions never deadlock each other (the tx helper retries one that
+ *   does).
  *
  * READ COMMITTED pitfall avoided throughout: a statement's snapshot is taken before the row locks it acquires, so
  * anything that must see work committed by the previous holder of a queue row lock (the due-time recompute above
@@ -221,6 +226,19 @@ const LOCK_QUEUE_ROWS = `SELECT endpoint_id FROM endpoint_queue WHERE endpoint_i
 
 type Db = { query: PostgresDeliveryStoreDeps['query'] };
 
+/**
+ * The per-tenant fan-out gate (see the header): shared for fan-out, exclusive for writers that fan-out must not
+ * race (endpoint PATCH/DELETE/status, tenant deletion). Transaction-scoped; keys are namespaced hashes.
+ */
+export const lockTenantGate = (db: Db, tenantId: string) =>
+  db.query(`SELECT pg_advisory_xact_lock(hashtextextended('hookrail.tenant:' || $1::text, 0))`, [tenantId]);
+const lockTenantGatesShared = (db: Db, sortedTenantIds: string[]) =>
+  db.query(
+    `SELECT pg_advisory_xact_lock_shared(hashtextextended('hookrail.tenant:' || t, 0))
+       FROM unnest($1::text[]) WITH ORDINALITY AS u(t, ord) ORDER BY ord`,
+    [sortedTenantIds],
+  );
+
 export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStoreDeps): DeliveryStore {
   const activeSecrets = async (db: Db, endpointId: string, now: number) =>
     (
@@ -232,9 +250,14 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
       )
     ).rows.map(toSecret);
 
-  /** Serialises secret changes of one endpoint (endpoints row first: the global lock order). */
-  const lockEndpoint = (db: Db, endpointId: string) =>
-    db.query('SELECT 1 FROM endpoints WHERE id = $1 FOR UPDATE', [endpointId]);
+  /**
+   * Serialises secret changes of one endpoint (two rotations must not both keep their predecessor active). An
+   * advisory lock, not the endpoints row: fan-out's FOR SHARE on that row would starve a FOR UPDATE.
+   */
+  const lockSecrets = (db: Db, endpointId: string) =>
+    db.query(`SELECT pg_advisory_xact_lock(hashtextextended('hookrail.endpoint_secrets:' || $1::text, 0))`, [
+      endpointId,
+    ]);
 
   const insertSecret = (db: Db, s: SecretRecord) =>
     db.query(`INSERT INTO endpoint_secrets (${SECRET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
@@ -269,6 +292,7 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
       // Live tenants, locked FOR SHARE: tenantDelete waits for this transaction (and then cancels what it
       // created), or this transaction waits for it and sees the tenant deleted.
       const tenantIds = [...new Set(events.map((e) => e.tenant_id!))].sort(cmp);
+      if (tenantIds.length > 0) await lockTenantGatesShared(c, tenantIds);
       const live = tenantIds.length
         ? (
             await c.query<{ id: string }>(
@@ -342,9 +366,14 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
           ],
         );
       }
+      // Exactly the claimed rows: other fan-out processes may hold lower or interleaved seqs.
+      await c.query('DELETE FROM fanout_pending WHERE event_seq = ANY($1::bigint[])', [
+        claimed.rows.map((r) => r.event_seq),
+      ]);
       if (touched.size > 0) {
-        // LEAST on the current row (not a value computed earlier): a lease that held the row meanwhile and
-        // recomputed it cannot hide these deliveries.
+        // Last, so the queue rows (which leasing skips and completion waits for) are held only until COMMIT.
+        // Held they must be: a lease recomputing next_due_at before this commits would not see these deliveries.
+        // LEAST on the current row version, not on a value read earlier.
         await c.query(
           `WITH l AS (${LOCK_QUEUE_ROWS})
            UPDATE endpoint_queue q SET next_due_at = LEAST(COALESCE(q.next_due_at, $2), $2)
@@ -352,10 +381,6 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
           [[...touched].sort(cmp), now],
         );
       }
-      // Exactly the claimed rows: other fan-out processes may hold lower or interleaved seqs.
-      await c.query('DELETE FROM fanout_pending WHERE event_seq = ANY($1::bigint[])', [
-        claimed.rows.map((r) => r.event_seq),
-      ]);
       return { events: claimed.rows.length, deliveries: cols.id.length };
     });
   }
@@ -672,6 +697,7 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
 
     async endpointUpdate({ id, tenantId, patch, now }) {
       return tx(async (c) => {
+        await lockTenantGate(c, tenantId);
         const cur = await c.query<EndpointRow>(
           `SELECT ${ENDPOINT_COLUMNS} FROM endpoints
             WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL FOR UPDATE`,
@@ -723,6 +749,7 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
 
     async endpointDelete({ id, tenantId, now }) {
       return tx(async (c) => {
+        await lockTenantGate(c, tenantId);
         const res = await c.query(
           `UPDATE endpoints SET deleted_at = $3, updated_at = $3
             WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL`,
@@ -742,6 +769,7 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
 
     async endpointSetStatus({ id, tenantId, status, reason, now }) {
       return tx(async (c) => {
+        await lockTenantGate(c, tenantId);
         const res = await c.query<EndpointRow>(
           `UPDATE endpoints SET status = $3, disabled_reason = $4, updated_at = $5
             WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL
@@ -758,7 +786,7 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
 
     async secretRotate({ secret, previousActiveUntil, now }) {
       await tx(async (c) => {
-        await lockEndpoint(c, secret.endpointId);
+        await lockSecrets(c, secret.endpointId);
         const active = await activeSecrets(c, secret.endpointId, now);
         // Keep the newest active one for the overlap; anything older is retired now (at most two active).
         const ids = active.map((s) => s.id);
@@ -782,7 +810,7 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
 
     async secretRetire({ id, endpointId, now }) {
       return tx(async (c) => {
-        await lockEndpoint(c, endpointId);
+        await lockSecrets(c, endpointId);
         const active = await activeSecrets(c, endpointId, now);
         if (!active.some((s) => s.id === id)) return 'not_found' as const;
         if (active.length === 1) return 'last' as const;

@@ -21,7 +21,7 @@ import {
   StoreUnavailableError,
   type TenantRecord,
 } from '../../ports/store.ts';
-import { createPostgresDeliveryStore } from './delivery-store.ts';
+import { createPostgresDeliveryStore, lockTenantGate } from './delivery-store.ts';
 import { EVENT_COLUMNS, type EventRow, insertEventBatch, toEvent } from './event-batch.ts';
 import { assertSchemaName, runMigrations } from './migrate.ts';
 import { isRetryableTransactionError, isUnavailableError } from './pg-errors.ts';
@@ -230,14 +230,16 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store {
 
     async tenantDelete({ id, now }) {
       return tx(async (c) => {
+        // The fan-out gate first (fair against a stream of fan-outs), then the delivery plane's lock order.
+        await lockTenantGate(c, id);
         const res = await c.query('UPDATE tenants SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL', [
           id,
           now,
         ]);
         if (res.rowCount !== 1) return false;
         // Same transaction: once deletion is acknowledged, no key of the tenant authenticates any more, and no
-        // new attempt starts (ADR-16). The tenant row lock serialises with fan-out (which reads it FOR SHARE);
-        // then endpoints, their queue rows (sorted) and deliveries, the delivery plane's lock order.
+        // new attempt starts (ADR-16). The gate and the tenant row lock serialise with fan-out (which holds both
+        // shared); then endpoints, their queue rows (sorted) and deliveries.
         await c.query('UPDATE api_keys SET revoked_at = $2 WHERE tenant_id = $1 AND revoked_at IS NULL', [
           id,
           now,

@@ -14,7 +14,12 @@ export function createSmtpMailer(opts: { url: string; from: string }): Mailer {
   } as never);
   return {
     async send(message: MailMessage) {
-      await transport.sendMail({ from: opts.from, to: message.to, subject: message.subject, text: message.text });
+      await transport.sendMail({
+        from: opts.from,
+        to: message.to,
+        subject: message.subject,
+        text: message.text,
+      });
     },
     async close() {
       transport.close();

@@ -3,8 +3,15 @@
  * better-sqlite3 runs each transaction to completion on the event loop, so the row locking the PostgreSQL adapter
  * needs (SKIP LOCKED leasing, FOR SHARE at fan-out) is unnecessary here: transactions are serial by construction.
  */
+
+import { randomBytes } from 'node:crypto';
 import type Database from 'better-sqlite3';
+import { decideAttempt } from '../../domain/circuit-breaker.ts';
+import { applyAttempt, type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import { matchesEventType } from '../../domain/event-types.ts';
+import { newId } from '../../domain/ids.ts';
+import { noticeText } from '../../domain/notice-text.ts';
+import { effectiveCap } from '../../domain/ramp.ts';
 import type {
   AttemptRecord,
   DeliveryRecord,
@@ -15,6 +22,7 @@ import type {
   SecretRecord,
 } from '../../ports/delivery-store.ts';
 import type { Page } from '../../ports/store.ts';
+import { insertNotification, loadRuntime, saveRuntime } from './operations-store.ts';
 
 type Row = Record<string, unknown>;
 type St = (sql: string) => Database.Statement;
@@ -96,7 +104,10 @@ const tenantClause = (tenantId: string | null, alias = '') =>
     ? { sql: '', args: [] as unknown[] }
     : { sql: ` AND ${alias}tenant_id = ?`, args: [tenantId] };
 
-export function createSqliteDeliveryStore(db: Database.Database, st: St): DeliveryStore {
+export function createSqliteDeliveryStore(
+  db: Database.Database,
+  st: St,
+): DeliveryStore & { refreshDue(endpointId: string): void } {
   /** Earliest due time among unleased pending deliveries of an enabled endpoint (NULL otherwise). */
   const refreshDue = (endpointId: string) =>
     st(
@@ -204,7 +215,7 @@ export function createSqliteDeliveryStore(db: Database.Database, st: St): Delive
   const lease = db.transaction(
     (owner: string, now: number, limit: number, perEndpoint: number, leaseMs: number): LeasedDelivery[] => {
       const candidates = st(
-        `SELECT q.endpoint_id, q.inflight, e.max_concurrency, e.ordering, e.url, e.headers, e.tenant_id
+        `SELECT q.endpoint_id, q.inflight, q.runtime, e.max_concurrency, e.ordering, e.url, e.headers, e.tenant_id
          FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
          WHERE q.next_due_at <= ? AND q.inflight < e.max_concurrency
          ORDER BY q.last_served_at, q.endpoint_id LIMIT ?`,
@@ -217,11 +228,11 @@ export function createSqliteDeliveryStore(db: Database.Database, st: St): Delive
       for (const c of candidates) {
         if (out.length >= limit) break;
         const endpointId = c.endpoint_id as string;
-        const room = Math.min(
-          (c.max_concurrency as number) - (c.inflight as number),
-          perEndpoint,
-          limit - out.length,
-        );
+        const runtime = parseRuntime((c.runtime as string | null) ?? null);
+        // The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08).
+        const cap = effectiveCap(c.max_concurrency as number, runtime.circuit.closedAt, now);
+        const room = Math.min(cap - (c.inflight as number), perEndpoint, limit - out.length);
+        if (room <= 0) continue;
         let rows: Row[];
         if (c.ordering === 'endpoint') {
           // Strict order: one in flight, and only the head — the oldest undelivered event — may go.
@@ -248,9 +259,17 @@ export function createSqliteDeliveryStore(db: Database.Database, st: St): Delive
           url: c.url as string,
           headers: JSON.parse(c.headers as string),
         };
+        let claimed = false;
         for (const r of rows) {
           mark.run(owner, leaseUntil, now, r.id);
+          // The circuit decides per delivery, in this transaction: send, send as the one probe, or skip.
+          const decision = decideAttempt(runtime.circuit, now);
+          if (decision.kind === 'send' && decision.probe) {
+            runtime.circuit = decision.claim;
+            claimed = true;
+          }
           out.push({
+            mode: decision.kind === 'skip' ? 'circuit_open' : decision.probe ? 'probe' : 'send',
             // As stored after the lease (which sets updated_at), like deliveryGet would return it.
             delivery: { ...deliveryFromRow(r), updatedAt: now },
             endpoint,
@@ -268,6 +287,7 @@ export function createSqliteDeliveryStore(db: Database.Database, st: St): Delive
           now,
           endpointId,
         );
+        if (claimed) saveRuntime(st, endpointId, runtime);
         refreshDue(endpointId);
       }
       return out;
@@ -275,7 +295,29 @@ export function createSqliteDeliveryStore(db: Database.Database, st: St): Delive
   );
 
   const complete = db.transaction(
-    (completions: Parameters<DeliveryStore['deliveryComplete']>[0]['completions'], now: number) => {
+    (
+      completions: Parameters<DeliveryStore['deliveryComplete']>[0]['completions'],
+      now: number,
+      ids: { notification(): string } | undefined,
+    ) => {
+      const runtimes = new Map<
+        string,
+        { rt: EndpointRuntime; disabled: boolean; url: string; tenantId: string }
+      >();
+      const runtimeOf = (endpointId: string) => {
+        let entry = runtimes.get(endpointId);
+        if (!entry) {
+          const e = st('SELECT status, url, tenant_id FROM endpoints WHERE id = ?').get(endpointId) as Row;
+          entry = {
+            rt: loadRuntime(st, endpointId),
+            disabled: e.status !== 'enabled',
+            url: e.url as string,
+            tenantId: e.tenant_id as string,
+          };
+          runtimes.set(endpointId, entry);
+        }
+        return entry;
+      };
       const insertAttempt = st(
         `INSERT INTO attempts (id, delivery_id, endpoint_id, tenant_id, attempt_no, url, due_at, started_at, finished_at,
          outcome, status_code, error_class, error_message, request, response_headers, response_body, queue_ms,
@@ -322,6 +364,45 @@ export function createSqliteDeliveryStore(db: Database.Database, st: St): Delive
           a.deliveryId,
           c.leaseOwner,
         );
+        // Circuit, streak and health learn from every attempt that happened; a notice only for a dead letter
+        // this completion actually wrote.
+        const entry = runtimeOf(a.endpointId);
+        const applied = applyAttempt(
+          entry.rt,
+          {
+            at: a.finishedAt,
+            outcome: a.outcome,
+            circuitOpen: a.errorClass === 'circuit_open',
+            probe: c.probe === true,
+            deadLetter:
+              res.changes > 0 && next.status === 'dead'
+                ? a.outcome === 'permanent'
+                  ? 'permanent_failure'
+                  : 'dead_letter'
+                : null,
+          },
+          entry.disabled,
+        );
+        entry.rt = applied.runtime;
+        for (const notice of applied.notices) {
+          const text = noticeText(notice.cause, {
+            endpointId: a.endpointId,
+            url: entry.url,
+            at: a.finishedAt,
+            count: notice.digested,
+          });
+          insertNotification(
+            st,
+            {
+              id: ids ? ids.notification() : newId('notification', now, randomBytes(10)),
+              tenantId: entry.tenantId,
+              endpointId: a.endpointId,
+              kind: notice.cause,
+              ...text,
+            },
+            now,
+          );
+        }
         if (res.changes > 0) {
           st('UPDATE endpoint_queue SET inflight = max(inflight - 1, 0) WHERE endpoint_id = ?').run(
             a.endpointId,
@@ -337,6 +418,7 @@ export function createSqliteDeliveryStore(db: Database.Database, st: St): Delive
           touched.add(a.endpointId);
         }
       }
+      for (const [id, entry] of runtimes) saveRuntime(st, id, entry.rt);
       for (const id of touched) refreshDue(id);
     },
   );
@@ -361,6 +443,7 @@ export function createSqliteDeliveryStore(db: Database.Database, st: St): Delive
   });
 
   return {
+    refreshDue: (endpointId: string) => void refreshDue(endpointId),
     async endpointCreate({ endpoint: e, secret }) {
       db.transaction(() => {
         st(
@@ -490,8 +573,8 @@ export function createSqliteDeliveryStore(db: Database.Database, st: St): Delive
     async deliveryLease({ owner, now, limit, perEndpoint, leaseMs }) {
       return lease.immediate(owner, now, limit, perEndpoint, leaseMs);
     },
-    async deliveryComplete({ completions, now }) {
-      if (completions.length > 0) complete.immediate(completions, now);
+    async deliveryComplete({ completions, now, ids }) {
+      if (completions.length > 0) complete.immediate(completions, now, ids);
     },
     async deliveryExpireLeases({ now }) {
       return expire.immediate(now);

@@ -1,0 +1,70 @@
+/**
+ * Failure handling and operations on the delivery plane (ADR-08/09/10/14/16): the shared per-endpoint runtime,
+ * health statistics, backlog and re-enable, auto-disable, the notification outbox, replay and the audit trail.
+ */
+import type {
+  AttemptWindowStats,
+  AuditRecord,
+  BacklogChoice,
+  BacklogStats,
+  DeliveryIdFactory,
+  DeliveryRecord,
+  EndpointRecord,
+  EndpointRuntimeView,
+  NotificationRecord,
+} from './delivery-store.ts';
+import type { ListParams, Page } from './store.ts';
+
+export interface OperationsStore {
+  /** The shared runtime record (circuit, streak, health, notice windows) and in-flight count. */
+  endpointRuntime(p: { endpointId: string }): Promise<EndpointRuntimeView | null>;
+  /** Attempt counts and latencies over `since` (sent attempts only; `circuit_open` excluded). */
+  attemptStats(p: { endpointId: string; since: number }): Promise<AttemptWindowStats>;
+  backlogStats(p: { endpointId: string }): Promise<BacklogStats>;
+  /**
+   * Re-enables a disabled endpoint with the owner's explicit backlog choice (ADR-14), in one transaction:
+   * `deliver` — pending deliveries become due now and the current streak's dead letters are re-queued as new
+   * deliveries with their original webhook-id; `skip` — pending deliveries become `skipped`; `resume_from` — events
+   * accepted before `at` are skipped, the rest delivered. Starts the ramp. Null when absent or not disabled.
+   */
+  endpointEnable(p: {
+    id: string;
+    tenantId: string;
+    choice: BacklogChoice;
+    now: number;
+    ids: DeliveryIdFactory;
+  }): Promise<{ endpoint: EndpointRecord; requeued: number; skipped: number } | null>;
+  /**
+   * Disables every enabled endpoint whose failure streak has lasted `afterMs` with no success (ADR-14), writing an
+   * audit record and an `auto_disabled` notification for each. Returns the disabled endpoints.
+   */
+  endpointAutoDisable(p: {
+    now: number;
+    afterMs: number;
+    ids: { audit(): string; notification(): string };
+  }): Promise<EndpointRecord[]>;
+  /** Writes digests whose window has ended (see dead-letter-notice.ts). Returns how many. */
+  notificationDigestRun(p: { now: number; ids: { notification(): string } }): Promise<number>;
+  /** Claims due outbox notifications (pushing their next attempt out by `leaseMs`), oldest first. */
+  notificationClaim(p: { now: number; limit: number; leaseMs: number }): Promise<NotificationRecord[]>;
+  notificationMark(p: {
+    id: string;
+    now: number;
+    result: { kind: 'sent' } | { kind: 'retry'; at: number; error: string } | { kind: 'logged' };
+  }): Promise<void>;
+  notificationList(p: ListParams & { tenantId: string | null }): Promise<Page<NotificationRecord>>;
+  tenantNotificationEmail(p: { tenantId: string }): Promise<string | null>;
+  tenantSetNotificationEmail(p: { tenantId: string; email: string | null; now: number }): Promise<void>;
+
+  /** A new delivery of the same event to the same endpoint with the original webhook-id (ADR-10). */
+  deliveryReplay(p: {
+    id: string;
+    tenantId: string;
+    now: number;
+    ids: DeliveryIdFactory;
+  }): Promise<DeliveryRecord | 'not_found' | 'endpoint_gone'>;
+
+  auditAppend(p: { record: AuditRecord }): Promise<void>;
+  /** Oldest first when `ascending` (exports), newest first otherwise. */
+  auditList(p: ListParams & { tenantId: string | null; ascending?: boolean }): Promise<Page<AuditRecord>>;
+}
