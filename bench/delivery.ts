@@ -47,6 +47,7 @@ import type { ReceiverStats } from './delivery-receiver.ts';
 import {
   cpuMsOf,
   cpuShare,
+  cpuTimesOf,
   freshPgSchema,
   type MachineCpu,
   machineCpu,
@@ -79,6 +80,7 @@ interface Options {
   steadyEvents: number;
   steadyRate: number;
   warmupEvents: number;
+  drainEvents: number;
   dataBytes: number;
   pollMs: number | null;
   cpuProfDir: string | null;
@@ -97,6 +99,7 @@ function parseOptions(argv: string[]): Options {
       'steady-events': { type: 'string', default: '2000' },
       'steady-rate': { type: 'string', default: '200' },
       'warmup-events': { type: 'string', default: '500' },
+      'drain-events': { type: 'string', default: '0' },
       'data-bytes': { type: 'string', default: '1024' },
       'poll-ms': { type: 'string' },
       'cpu-prof': { type: 'string' },
@@ -119,6 +122,7 @@ function parseOptions(argv: string[]): Options {
     steadyEvents: int('steady-events', values['steady-events'], 0),
     steadyRate: int('steady-rate', values['steady-rate'], 1),
     warmupEvents: int('warmup-events', values['warmup-events'], 0),
+    drainEvents: int('drain-events', values['drain-events'], 0),
     dataBytes: int('data-bytes', values['data-bytes'], 400),
     pollMs: values['poll-ms'] === undefined ? null : int('poll-ms', values['poll-ms'], 1),
     cpuProfDir: values['cpu-prof'] ? resolve(values['cpu-prof']) : null,
@@ -306,6 +310,7 @@ async function runPhase(
   log(
     `${name}: sending ${count} events ${ratePerS === null ? 'as fast as intake takes them' : `at ${ratePerS}/s`}`,
   );
+  const split0 = cpuTimesOf(ctx.hookrail.pid);
   const cpu0 = cpuMsOf(ctx.hookrail.pid);
   const rcpu0 = cpuMsOf(ctx.receiverPid);
   const self0 = process.cpuUsage();
@@ -319,6 +324,7 @@ async function runPhase(
   );
   ctx.expectedSoFar += produce.accepted;
   await ctx.receiver.waitFor(ctx.expectedSoFar, name);
+  const split1 = cpuTimesOf(ctx.hookrail.pid);
   const cpu1 = cpuMsOf(ctx.hookrail.pid);
   const rcpu1 = cpuMsOf(ctx.receiverPid);
   const self = process.cpuUsage(self0);
@@ -371,7 +377,10 @@ async function runPhase(
       `max ${percentile(ttfa, 1).toFixed(1)} ms` +
       (r.hookrailCpuMs !== null
         ? `; hookrail CPU ${Math.round((100 * r.hookrailCpuMs) / phaseMs)}% of a core, ` +
-          `${Math.round((r.hookrailCpuMs * 1000) / Math.max(1, deliveries))} µs per event (intake+delivery)`
+          `${Math.round((r.hookrailCpuMs * 1000) / Math.max(1, deliveries))} µs per event (intake+delivery` +
+          (split0 && split1
+            ? `; ${Math.round((100 * (split1.system - split0.system)) / Math.max(1, r.hookrailCpuMs))}% of it in the kernel)`
+            : ')')
         : '') +
       (r.machineBusy !== null
         ? `; machine ${Math.round(100 * r.machineBusy)}% busy (${Math.round(100 * (r.machineSteal ?? 0))}% stolen` +
@@ -438,27 +447,29 @@ async function main(): Promise<number> {
   const dataDir = join(tmp, 'data');
   const store = opts.store === 'postgres' ? await postgresSetup() : sqliteSetup(dataDir);
   const adminToken = `hka_${randomBytes(32).toString('base64url')}`;
-  const hookrailServer = await startServer(
-    'hookrail',
-    [
-      ...(opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : []),
-      join(ROOT, 'bin/hookrail.js'),
-      'start',
-    ],
-    {
-      ...process.env,
-      ...store.env,
-      HOOKRAIL_ROLES: ALL_ROLES,
-      HOOKRAIL_DATA_DIR: dataDir,
-      HOOKRAIL_HOST: '127.0.0.1',
-      HOOKRAIL_PORT: '0',
-      HOOKRAIL_ADMIN_TOKEN: adminToken,
-      HOOKRAIL_LOG_LEVEL: 'warn',
-      HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
-      HOOKRAIL_DELIVERY_CONCURRENCY: String(opts.concurrency),
-      ...(opts.pollMs !== null ? { HOOKRAIL_POLL_MS: String(opts.pollMs) } : {}),
-    },
-  );
+  const startHookrail = (roles: string, profile: boolean) =>
+    startServer(
+      'hookrail',
+      [
+        ...(profile && opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : []),
+        join(ROOT, 'bin/hookrail.js'),
+        'start',
+      ],
+      {
+        ...process.env,
+        ...store.env,
+        HOOKRAIL_ROLES: roles,
+        HOOKRAIL_DATA_DIR: dataDir,
+        HOOKRAIL_HOST: '127.0.0.1',
+        HOOKRAIL_PORT: '0',
+        HOOKRAIL_ADMIN_TOKEN: adminToken,
+        HOOKRAIL_LOG_LEVEL: 'warn',
+        HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
+        HOOKRAIL_DELIVERY_CONCURRENCY: String(opts.concurrency),
+        ...(opts.pollMs !== null ? { HOOKRAIL_POLL_MS: String(opts.pollMs) } : {}),
+      },
+    );
+  let hookrailServer = await startHookrail(ALL_ROLES, true);
   log(`hookrail listening on ${hookrailServer.url}`);
 
   const tenant = await postJson<{ id: string; tenant_key: string }>(
@@ -508,6 +519,71 @@ async function main(): Promise<number> {
   await waitForIdle('the bulk phase', log);
   const bulk = await runPhase(ctx, 'bulk', opts.events, null);
   phases.push(bulk);
+
+  // 3b. Optional: the delivery plane alone. Accept --drain-events with the delivery role off, then start it and
+  //     time the backlog drain (no intake competing for the process).
+  let drain: { deliveries: number; attemptsPerS: number; ttfaLost: number } | null = null;
+  if (opts.drainEvents > 0) {
+    await hookrailServer.stop();
+    hookrailServer = await startHookrail('intake,control,fanout,maintenance', false);
+    ctx.hookrail = { url: hookrailServer.url, pid: hookrailServer.child.pid };
+    log(`drain: hookrail restarted without the delivery role; accepting ${opts.drainEvents} events`);
+    const outFile = join(tmp, 'drain.json');
+    const produced = await runWorker<ProduceReport>('bench/delivery-producer.ts', {
+      origin: hookrailServer.url,
+      producerKey: producer.key,
+      tenantId: tenant.id,
+      types,
+      count: opts.drainEvents,
+      concurrency: opts.producerConcurrency,
+      ratePerS: null,
+      dataBytes: opts.dataBytes,
+      outFile,
+    } satisfies ProduceSpec);
+    await hookrailServer.stop();
+    await waitForIdle('the drain', log);
+    hookrailServer = await startHookrail(ALL_ROLES, false);
+    ctx.hookrail = { url: hookrailServer.url, pid: hookrailServer.child.pid };
+    const cpu0 = cpuMsOf(hookrailServer.child.pid);
+    ctx.expectedSoFar += produced.accepted;
+    await receiver.waitFor(ctx.expectedSoFar, 'drain');
+    const cpu1 = cpuMsOf(hookrailServer.child.pid);
+    const ids = JSON.parse(readFileSync(outFile, 'utf8')) as Array<[string, number]>;
+    const arrivals = await receiver.arrivals();
+    let first = Number.POSITIVE_INFINITY;
+    let last = Number.NEGATIVE_INFINITY;
+    let n = 0;
+    for (const [id] of ids) {
+      const at = arrivals.get(id);
+      if (at === undefined) continue;
+      n++;
+      first = Math.min(first, at);
+      last = Math.max(last, at);
+    }
+    drain = { deliveries: n, attemptsPerS: (n * 1000) / Math.max(1, last - first), ttfaLost: ids.length - n };
+    phases.push({
+      name: 'drain',
+      produce: produced,
+      accepted: new Map(ids),
+      deliveries: n,
+      lost: ids.length - n,
+      firstArrival: first,
+      lastArrival: last,
+      attemptsPerS: drain.attemptsPerS,
+      ttfa: [],
+      hookrailCpuMs: cpu0 !== null && cpu1 !== null ? cpu1 - cpu0 : null,
+      machineBusy: null,
+      machineSteal: null,
+      foreignShare: null,
+    });
+    log(
+      `drain: ${n} deliveries of a ready backlog in ${((last - first) / 1000).toFixed(2)} s = ` +
+        `${Math.round(drain.attemptsPerS)} attempts/s with the delivery plane alone` +
+        (cpu0 !== null && cpu1 !== null
+          ? `; hookrail ${Math.round(((cpu1 - cpu0) * 1000) / Math.max(1, n))} µs CPU per delivery (incl. start-up)`
+          : ''),
+    );
+  }
 
   // 4. Everything accepted arrived, once per webhook-id; then the store's view after a graceful stop.
   const rstats = await receiver.stats();
@@ -582,6 +658,8 @@ async function main(): Promise<number> {
     below_saturation_ttfa_p99_ms: steady ? ms(steady.ttfa, 0.99) : null,
     below_saturation_ttfa_p50_ms: steady ? ms(steady.ttfa, 0.5) : null,
     below_saturation_rate: opts.steadyRate,
+    drain_attempts_per_s: drain ? Math.round(drain.attemptsPerS) : null,
+    bulk_foreign_cpu_share: bulk.foreignShare === null ? null : round(bulk.foreignShare, 2),
     deliveries: totalAccepted,
     lost: totalLost,
     duplicates: rstats.duplicates,

@@ -160,11 +160,17 @@ const CLK_TCK = (() => {
 
 /** User+system CPU time of a process so far, in ms (Linux /proc); null elsewhere. */
 export function cpuMsOf(pid: number | undefined): number | null {
+  const t = cpuTimesOf(pid);
+  return t ? t.user + t.system : null;
+}
+
+/** User and system CPU time of a process so far, in ms (Linux /proc); null elsewhere. */
+export function cpuTimesOf(pid: number | undefined): { user: number; system: number } | null {
   if (pid === undefined) return null;
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
+    return { user: (Number(fields[11]) * 1000) / CLK_TCK, system: (Number(fields[12]) * 1000) / CLK_TCK };
   } catch {
     return null;
   }

@@ -26,6 +26,7 @@ import { deliveryRoutes } from './routes/deliveries.ts';
 import { egressRangeRoutes } from './routes/egress-ranges.ts';
 import { endpointRoutes } from './routes/endpoints.ts';
 import { eventRoutes } from './routes/events.ts';
+import { operationsRoutes } from './routes/operations.ts';
 import { producerKeyRoutes } from './routes/producer-keys.ts';
 import { publicRoutes } from './routes/public.ts';
 import { secretRoutes } from './routes/secrets.ts';
@@ -200,6 +201,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     await app.register(stepUpRoutes(deps));
     await app.register(publicRoutes());
     await app.register(egressRangeRoutes(deps));
+    await app.register(operationsRoutes(deps));
   }
   await app.register(eventRoutes(deps));
   return app;

@@ -167,16 +167,25 @@ export const EndpointListQuery = Type.Composite(
 
 export const EndpointEnable = Type.Object(
   {
-    backlog: Type.Optional(
-      Type.Literal('deliver', {
-        description:
-          'What happens to deliveries that waited while the endpoint was disabled. Only `deliver` (send them, ' +
-          'oldest first) for now; `skip` and `resume_from` come later.',
-      }),
+    backlog: Type.Union([Type.Literal('deliver'), Type.Literal('skip'), Type.Literal('resume_from')], {
+      description:
+        'Required: what happens to the backlog kept while the endpoint was disabled (ADR-14). `deliver` — send the ' +
+        'pending deliveries and re-queue the dead letters of the failure streak (same webhook-id), ramped; `skip` — ' +
+        'mark pending deliveries skipped (kept as records); `resume_from` — skip events accepted before ' +
+        '`resume_from`, deliver the rest. Check GET /v1/endpoints/:id/backlog first.',
+    }),
+    resume_from: Type.Optional(
+      Type.String({ format: 'date-time', description: 'Required with `resume_from`.' }),
     ),
   },
   { additionalProperties: false },
 );
+
+export const EndpointEnabled = Type.Object({
+  endpoint: Endpoint,
+  requeued: Type.Integer({ description: 'Deliveries now due (pending and re-queued dead letters).' }),
+  skipped: Type.Integer(),
+});
 
 export const EmptyBody = Type.Object({}, { additionalProperties: false });
 
@@ -237,6 +246,7 @@ const DeliveryStatusSchema = Type.Union([
   Type.Literal('delivered'),
   Type.Literal('dead'),
   Type.Literal('cancelled'),
+  Type.Literal('skipped'),
 ]);
 
 export const Delivery = Type.Object({

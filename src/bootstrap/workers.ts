@@ -1,12 +1,14 @@
 /** Builds the background loops for the roles a process runs (part of the composition root). */
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
+import { createSmtpMailer } from '../adapters/smtp/smtp-mailer.ts';
 import { SecretCache } from '../app/secret-cache.ts';
 import { Signal } from '../app/signal.ts';
 import type { Config } from '../config/config.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { HttpSender } from '../ports/http-sender.ts';
 import type { KeyService } from '../ports/key-service.ts';
+import type { OperationsStore } from '../ports/operations-store.ts';
 import type { Store } from '../ports/store.ts';
 import { DeliveryWorker } from '../worker/delivery-worker.ts';
 import { FanoutWorker } from '../worker/fanout-worker.ts';
@@ -74,7 +76,14 @@ export function createWorkers(deps: {
   }
 
   const maintenance = roles.has('maintenance')
-    ? new Maintenance({ store, clock, intervalMs: Math.max(1000, Math.floor(config.leaseMs / 4)), logger })
+    ? new Maintenance({
+        store: store as Store & OperationsStore,
+        clock,
+        random,
+        intervalMs: config.maintenanceMs,
+        mailer: config.smtpUrl ? createSmtpMailer({ url: config.smtpUrl, from: config.mailFrom }) : null,
+        logger,
+      })
     : null;
 
   return {

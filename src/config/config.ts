@@ -38,6 +38,8 @@ export interface Config {
   leaseMs: number;
   /** How long decrypted signing secrets are cached per process. */
   secretCacheMs: number;
+  /** How often the maintenance role runs its passes (leases, auto-disable, digests, the mail outbox). */
+  maintenanceMs: number;
   /** Deliver only to https:// URLs. */
   httpsOnly: boolean;
 }
@@ -132,6 +134,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     pollMs: Number(get('HOOKRAIL_POLL_MS') ?? '100'),
     leaseMs: Number(get('HOOKRAIL_LEASE_MS') ?? '60000'),
     secretCacheMs: Number(get('HOOKRAIL_SECRET_CACHE_MS') ?? '5000'),
+    maintenanceMs: Number(get('HOOKRAIL_MAINTENANCE_MS') ?? '5000'),
     httpsOnly: (get('HOOKRAIL_HTTPS_ONLY') ?? 'false') === 'true',
   };
 }

@@ -2,7 +2,13 @@
  * The delivery role's loop. It keeps up to `concurrency` attempts running: whenever slots are free it leases due
  * deliveries (fair across endpoints, within each endpoint's global in-flight cap — the store enforces both), starts
  * each attempt at once, and writes finished attempts back in batches (one transaction for all completions that
- * finished while the previous write was in flight).
+ * finished in the same event-loop turn or while the previous write was in flight).
+ *
+ * Batching is what makes it fast: attempts finish one socket read at a time, and a transaction per completion and a
+ * lease call per freed slot (each a durable commit on SQLite) cost far more than the attempts themselves. Both the
+ * write and the lease are therefore deferred to the end of the current event-loop turn (setImmediate), so every
+ * completion and every wake-up of that turn shares one transaction each — the write first, so the lease sees the
+ * endpoints' in-flight counts it released. Latency cost: one loop turn.
  *
  * Crash safety: a lease expires (`leaseMs`), so a worker killed mid-attempt strands nothing; the maintenance loop
  * returns the delivery to the queue and it is retried with the same webhook-id (at-least-once).
@@ -35,6 +41,7 @@ export class DeliveryWorker {
   private loop: Promise<void> | null = null;
   private pending: AttemptCompletion[] = [];
   private writing: Promise<void> | null = null;
+  private flushScheduled = false;
   private idle: Array<() => void> = [];
 
   constructor(private readonly opts: DeliveryWorkerOptions) {}
@@ -83,6 +90,8 @@ export class DeliveryWorker {
       // Full batch: more may be due right now. Otherwise wait for work (fan-out poke), a free slot, or the poll.
       if (leased.length === 0 || leased.length < free) await wake.wait(pollMs);
       else if (this.active >= concurrency) await wake.wait(pollMs);
+      // Let the rest of this turn's completions and pokes land (and their write go first): one lease for them all.
+      await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
 
@@ -91,7 +100,7 @@ export class DeliveryWorker {
     deliverAttempt(this.opts.attempt, leased, this.opts.owner)
       .then((completion) => {
         this.pending.push(completion);
-        this.flush();
+        this.scheduleFlush();
       })
       .catch((err) => {
         // A bug, not an endpoint failure: leave the lease to expire so the delivery is retried.
@@ -102,6 +111,16 @@ export class DeliveryWorker {
         this.opts.wake.poke();
         this.settle();
       });
+  }
+
+  /** Writes at the end of this event-loop turn, so all completions of the turn share one transaction. */
+  private scheduleFlush(): void {
+    if (this.flushScheduled || this.writing) return; // a write in flight flushes again when it ends
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      this.flush();
+    });
   }
 
   private flush(): void {
@@ -133,7 +152,7 @@ export class DeliveryWorker {
   }
 
   private settle(): void {
-    if (this.active === 0 && this.pending.length === 0 && !this.writing) {
+    if (this.active === 0 && this.pending.length === 0 && !this.writing && !this.flushScheduled) {
       for (const r of this.idle.splice(0)) r();
     }
   }

@@ -1,19 +1,38 @@
 /**
- * The maintenance role: periodic, idempotent passes that are safe to run in several processes at once —
- * returning expired leases to the queue (a crashed worker's deliveries) and pruning expired idempotency keys.
+ * The maintenance role: periodic passes that are idempotent and safe to run in several processes at once —
+ * returning expired leases to the queue (a crashed worker's deliveries), pruning expired idempotency keys,
+ * auto-disabling endpoints after 72 h of continuous failure (ADR-14), closing digest windows, and mailing the
+ * notification outbox (ADR-09). A failing SMTP server only delays the outbox; nothing else waits for it.
  */
 import type { Logger } from 'pino';
+import { AUTO_DISABLE_AFTER_MS } from '../domain/endpoint-health.ts';
 import { IDEMPOTENCY_WINDOW_MS } from '../domain/event-rules.ts';
-import type { Clock } from '../ports/clock.ts';
+import { newId } from '../domain/ids.ts';
+import type { Clock, Random } from '../ports/clock.ts';
+import type { Mailer } from '../ports/mailer.ts';
+import type { OperationsStore } from '../ports/operations-store.ts';
 import type { Store } from '../ports/store.ts';
+
+/** A claimed notification is not claimed again for this long (the SMTP exchange must finish within it). */
+const MAIL_CLAIM_MS = 60_000;
+const MAIL_RETRY_BASE_MS = 30_000;
+const MAIL_RETRY_MAX_MS = 3_600_000;
+
+export interface MaintenanceOptions {
+  store: Store & OperationsStore;
+  clock: Clock;
+  random: Random;
+  intervalMs: number;
+  /** null: no SMTP configured — notifications are listed only. */
+  mailer: Mailer | null;
+  logger: Logger | null;
+}
 
 export class Maintenance {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
 
-  constructor(
-    private readonly opts: { store: Store; clock: Clock; intervalMs: number; logger: Logger | null },
-  ) {}
+  constructor(private readonly opts: MaintenanceOptions) {}
 
   start(): void {
     this.timer ??= setInterval(() => {
@@ -27,16 +46,65 @@ export class Maintenance {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.running;
+    await this.opts.mailer?.close();
   }
 
+  /** One full pass; tests call it directly with a fake clock. */
   async runOnce(): Promise<void> {
-    const now = this.opts.clock.now();
-    try {
-      const expired = await this.opts.store.deliveryExpireLeases({ now });
-      if (expired > 0) this.opts.logger?.info({ expired }, 'returned expired leases to the queue');
-      await this.opts.store.idempotencyPrune({ olderThan: now - IDEMPOTENCY_WINDOW_MS });
-    } catch (err) {
-      this.opts.logger?.warn({ err }, 'maintenance pass failed');
+    const { store, clock, random, logger } = this.opts;
+    const now = clock.now();
+    const ids = {
+      audit: () => newId('audit', now, random.bytes(10)),
+      notification: () => newId('notification', now, random.bytes(10)),
+    };
+    const step = async (name: string, fn: () => Promise<unknown>) => {
+      try {
+        await fn();
+      } catch (err) {
+        logger?.warn({ err, step: name }, 'maintenance step failed');
+      }
+    };
+    await step('leases', async () => {
+      const expired = await store.deliveryExpireLeases({ now });
+      if (expired > 0) logger?.info({ expired }, 'returned expired leases to the queue');
+    });
+    await step('idempotency', () => store.idempotencyPrune({ olderThan: now - IDEMPOTENCY_WINDOW_MS }));
+    await step('auto-disable', async () => {
+      const disabled = await store.endpointAutoDisable({ now, afterMs: AUTO_DISABLE_AFTER_MS, ids });
+      for (const e of disabled)
+        logger?.warn({ endpoint: e.id, tenant: e.tenantId }, 'endpoint auto-disabled');
+    });
+    await step('digests', () => store.notificationDigestRun({ now, ids }));
+    await step('outbox', () => this.sendNotifications());
+  }
+
+  /** Mails due notifications from the outbox; a failure is rescheduled with backoff, never dropped. */
+  async sendNotifications(): Promise<number> {
+    const { store, clock, mailer, logger } = this.opts;
+    let sent = 0;
+    for (;;) {
+      const now = clock.now();
+      const batch = await store.notificationClaim({ now, limit: 20, leaseMs: MAIL_CLAIM_MS });
+      if (batch.length === 0) return sent;
+      for (const n of batch) {
+        if (!mailer || !n.emailTo) {
+          await store.notificationMark({ id: n.id, now, result: { kind: 'logged' } });
+          continue;
+        }
+        try {
+          await mailer.send({ to: n.emailTo, subject: n.subject, text: n.body });
+          await store.notificationMark({ id: n.id, now: clock.now(), result: { kind: 'sent' } });
+          sent++;
+        } catch (err) {
+          const delay = Math.min(MAIL_RETRY_MAX_MS, MAIL_RETRY_BASE_MS * 2 ** Math.max(0, n.attempts - 1));
+          logger?.warn({ err, notification: n.id }, 'notification mail failed; will retry');
+          await store.notificationMark({
+            id: n.id,
+            now: clock.now(),
+            result: { kind: 'retry', at: clock.now() + delay, error: String((err as Error).message ?? err) },
+          });
+        }
+      }
     }
   }
 }

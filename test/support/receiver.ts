@@ -37,9 +37,10 @@ export class Receiver {
     });
   }
 
-  static async start(): Promise<Receiver> {
+  /** Listens on `port` (0: any free port); a receiver restarted on its old port models an endpoint coming back. */
+  static async start(port = 0): Promise<Receiver> {
     const r = new Receiver();
-    await new Promise<void>((resolve) => r.server.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) => r.server.listen(port, '127.0.0.1', resolve));
     r.port = (r.server.address() as AddressInfo).port;
     return r;
   }

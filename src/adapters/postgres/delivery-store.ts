@@ -23,8 +23,19 @@
  * Every query is index-driven: leasing and fan-out cost depends on `limit`, `perEndpoint` and the endpoints
  * involved, never on the size of the backlog.
  */
+import { randomBytes } from 'node:crypto';
 import type { QueryResult, QueryResultRow } from 'pg';
+import { decideAttempt } from '../../domain/circuit-breaker.ts';
+import {
+  applyAttempt,
+  type EndpointRuntime,
+  parseRuntime,
+  runtimeIndexColumns,
+} from '../../domain/endpoint-runtime.ts';
 import { matchesEventType } from '../../domain/event-types.ts';
+import { newId } from '../../domain/ids.ts';
+import { noticeText } from '../../domain/notice-text.ts';
+import { effectiveCap } from '../../domain/ramp.ts';
 import type {
   AttemptCompletion,
   AttemptRecord,
@@ -34,6 +45,7 @@ import type {
   DeliveryStore,
   EndpointRecord,
   LeasedDelivery,
+  NotificationKind,
   SecretRecord,
 } from '../../ports/delivery-store.ts';
 import type { Page } from '../../ports/store.ts';
@@ -46,7 +58,7 @@ export interface PostgresDeliveryStoreDeps {
   tx: TxRunner;
 }
 
-interface EndpointRow {
+export interface EndpointRow {
   id: string;
   tenant_id: string;
   url: string;
@@ -71,7 +83,7 @@ interface SecretRow {
   created_at: number;
 }
 
-interface DeliveryRow {
+export interface DeliveryRow {
   id: string;
   tenant_id: string;
   endpoint_id: string;
@@ -112,20 +124,20 @@ interface AttemptRow {
   consumer_ms: number | null;
 }
 
-const ENDPOINT_COLUMNS =
+export const ENDPOINT_COLUMNS =
   'id, tenant_id, url, description, event_types, ordering, max_concurrency, headers, status, disabled_reason, created_at, updated_at';
 const SECRET_COLUMNS = 'id, endpoint_id, tenant_id, sealed, active_from, active_until, created_at';
-const DELIVERY_COLUMNS =
+export const DELIVERY_COLUMNS =
   'id, tenant_id, endpoint_id, event_id, event_type, resource_id, webhook_id, status, attempts, next_attempt_at, first_attempt_at, last_attempt_at, status_reason, replayed_from, created_at, updated_at';
 const ATTEMPT_COLUMNS =
   'id, delivery_id, endpoint_id, tenant_id, attempt_no, url, due_at, started_at, finished_at, outcome, status_code, error_class, error_message, request, response_headers, response_body, queue_ms, platform_ms, consumer_ms';
-const prefixed = (alias: string, cols: string) =>
+export const prefixed = (alias: string, cols: string) =>
   cols
     .split(', ')
     .map((c) => `${alias}.${c}`)
     .join(', ');
 
-const toEndpoint = (r: EndpointRow): EndpointRecord => ({
+export const toEndpoint = (r: EndpointRow): EndpointRecord => ({
   id: r.id,
   tenantId: r.tenant_id,
   url: r.url,
@@ -150,7 +162,7 @@ const toSecret = (r: SecretRow): SecretRecord => ({
   createdAt: r.created_at,
 });
 
-const toDelivery = (r: DeliveryRow): DeliveryRecord => ({
+export const toDelivery = (r: DeliveryRow): DeliveryRecord => ({
   id: r.id,
   tenantId: r.tenant_id,
   endpointId: r.endpoint_id,
@@ -192,16 +204,16 @@ const toAttempt = (r: AttemptRow): AttemptRecord => ({
 });
 
 /** Fetch limit+1 rows (newest first); the extra row only says whether a next page exists. */
-function toPage<R, T extends { id: string }>(rows: R[], limit: number, map: (r: R) => T): Page<T> {
+export function toPage<R, T extends { id: string }>(rows: R[], limit: number, map: (r: R) => T): Page<T> {
   const data = rows.slice(0, limit).map(map);
   return { data, nextCursor: rows.length > limit && data.length > 0 ? data[data.length - 1]!.id : null };
 }
 
 /** Plain code-unit order (= COLLATE "C"), the same in every process: the global lock order for queue rows. */
-const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+export const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /** WHERE clauses built per call, so every shape gets a plan on the matching index. */
-function where(base: Array<[string, unknown]>) {
+export function where(base: Array<[string, unknown]>) {
   const values: unknown[] = [];
   const parts = base.map(([sql, v]) => {
     values.push(v);
@@ -212,19 +224,29 @@ function where(base: Array<[string, unknown]>) {
 
 /**
  * The due time of queue row `q`: the earliest next_attempt_at among its unleased pending deliveries when the
- * endpoint is enabled and not deleted, else NULL. `min` over the partial index deliveries_ready is one index probe.
+ * endpoint is enabled and not deleted, else NULL — one probe of the partial index deliveries_ready (written as
+ * ORDER BY … LIMIT 1 so the plan is that probe even without statistics).
+ *
+ * For use in the same statement as a write to deliveries (which that statement's snapshot does not see):
+ * `exclude` names a text[] of delivery ids whose row is being changed, `extra` a bigint due time to fold in.
  */
-const RECOMPUTE_DUE = `CASE WHEN EXISTS (SELECT 1 FROM endpoints e
-                                  WHERE e.id = q.endpoint_id AND e.status = 'enabled' AND e.deleted_at IS NULL)
-       THEN (SELECT min(d.next_attempt_at) FROM deliveries d
-              WHERE d.endpoint_id = q.endpoint_id AND d.status = 'pending' AND d.lease_owner IS NULL)
-     END`;
+export function recomputeDue(o: { exclude?: string; extra?: string } = {}): string {
+  const visible = `(SELECT d.next_attempt_at FROM deliveries d
+                     WHERE d.endpoint_id = q.endpoint_id AND d.status = 'pending' AND d.lease_owner IS NULL
+                       ${o.exclude ? `AND d.id <> ALL(${o.exclude})` : ''}
+                     ORDER BY d.next_attempt_at LIMIT 1)`;
+  return `CASE WHEN EXISTS (SELECT 1 FROM endpoints e
+                             WHERE e.id = q.endpoint_id AND e.status = 'enabled' AND e.deleted_at IS NULL)
+          THEN ${o.extra ? `LEAST(${visible}, ${o.extra})` : visible}
+        END`;
+}
+const RECOMPUTE_DUE = recomputeDue();
 
 /** Locks queue rows in endpoint_id order (never in plan order, which differs between statements). */
 const LOCK_QUEUE_ROWS = `SELECT endpoint_id FROM endpoint_queue WHERE endpoint_id = ANY($1::text[])
                           ORDER BY endpoint_id FOR UPDATE`;
 
-type Db = { query: PostgresDeliveryStoreDeps['query'] };
+export type Db = { query: PostgresDeliveryStoreDeps['query'] };
 
 /**
  * The per-tenant fan-out gate (see the header): shared for fan-out, exclusive for writers that fan-out must not
@@ -232,12 +254,55 @@ type Db = { query: PostgresDeliveryStoreDeps['query'] };
  */
 export const lockTenantGate = (db: Db, tenantId: string) =>
   db.query(`SELECT pg_advisory_xact_lock(hashtextextended('hookrail.tenant:' || $1::text, 0))`, [tenantId]);
-const lockTenantGatesShared = (db: Db, sortedTenantIds: string[]) =>
+export const lockTenantGatesShared = (db: Db, sortedTenantIds: string[]) =>
   db.query(
     `SELECT pg_advisory_xact_lock_shared(hashtextextended('hookrail.tenant:' || t, 0))
        FROM unnest($1::text[]) WITH ORDINALITY AS u(t, ord) ORDER BY ord`,
     [sortedTenantIds],
   );
+
+/** A notification for the outbox; `emailTo` is the tenant's channel as read in the writing transaction. */
+export interface NewNotification {
+  id: string;
+  tenantId: string;
+  endpointId: string | null;
+  kind: NotificationKind;
+  subject: string;
+  body: string;
+  emailTo: string | null;
+}
+
+/**
+ * A data-modifying CTE body that puts notifications in the outbox — `pending` and due at `now` when the tenant has
+ * an e-mail channel, straight into the log (`logged`) otherwise — from seven arrays starting at parameter
+ * `$first`; `now` is an SQL expression. `notificationValues` gives the arrays in the same order.
+ */
+export const insertNotificationsSql = (first: number, now: string) => {
+  const p = (i: number) => `$${first + i}`;
+  return `INSERT INTO notifications (id, tenant_id, endpoint_id, kind, subject, body, email_to, status, attempts,
+            next_attempt_at, created_at)
+          SELECT u.id, u.tenant_id, u.endpoint_id, u.kind, u.subject, u.body, u.email_to,
+                 CASE WHEN u.email_to IS NULL THEN 'logged' ELSE 'pending' END, 0,
+                 CASE WHEN u.email_to IS NULL THEN NULL ELSE ${now} END, ${now}
+            FROM unnest(${p(0)}::text[], ${p(1)}::text[], ${p(2)}::text[], ${p(3)}::text[], ${p(4)}::text[],
+                        ${p(5)}::text[], ${p(6)}::text[])
+                 AS u(id, tenant_id, endpoint_id, kind, subject, body, email_to)`;
+};
+export const notificationValues = (ns: NewNotification[]): unknown[] => [
+  ns.map((n) => n.id),
+  ns.map((n) => n.tenantId),
+  ns.map((n) => n.endpointId),
+  ns.map((n) => n.kind),
+  ns.map((n) => n.subject),
+  ns.map((n) => n.body),
+  ns.map((n) => n.emailTo),
+];
+
+/** A runtime record as stored: the JSON text and its index columns, in the order the SQL below takes them. */
+export const runtimeColumns = (rt: EndpointRuntime) => {
+  const cols = runtimeIndexColumns(rt);
+  return { json: JSON.stringify(rt), failingSince: cols.failingSince, digestDueAt: cols.digestDueAt };
+};
 
 export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStoreDeps): DeliveryStore {
   const activeSecrets = async (db: Db, endpointId: string, now: number) =>
@@ -393,15 +458,25 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
     url: string;
     headers: string;
     tenant_id: string;
+    runtime: string | null;
   }
 
+  /**
+   * Leasing, completion and expiry rely on one invariant: every writer of an existing delivery row locks its
+   * endpoint's queue row first (fan-out only inserts). So once they hold the queue rows, those endpoints'
+   * deliveries cannot change under them: they read them in one statement and write them by primary key in the
+   * next, without re-checking guards. That also keeps every plan index-driven without statistics: a write
+   * guarded by `status = 'pending' AND lease_owner IS NULL` would let the planner pick a full scan of a partial
+   * index it believes tiny (O(backlog) per call, seen with autovacuum off).
+   */
   async function lease(owner: string, now: number, limit: number, perEndpoint: number, leaseMs: number) {
     if (limit <= 0) return [];
     return tx(async (c) => {
-      // 1. Candidate endpoints, least recently served first, locked; rows other workers hold are skipped.
+      // 1. Candidate endpoints, least recently served first, locked; rows other workers hold are skipped. The
+      //    queue row comes back as locked (its current version), so its runtime is the one to compare-and-set.
       const cands = (
         await c.query<Candidate>(
-          `SELECT q.endpoint_id, q.inflight, e.max_concurrency, e.ordering, e.url, e.headers, e.tenant_id
+          `SELECT q.endpoint_id, q.inflight, q.runtime, e.max_concurrency, e.ordering, e.url, e.headers, e.tenant_id
              FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
             WHERE q.next_due_at <= $1 AND q.inflight < e.max_concurrency
             ORDER BY q.last_served_at, q.endpoint_id
@@ -413,91 +488,134 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
       if (cands.length === 0) return [];
 
       // 2. Their due deliveries, all endpoints in one statement (a LATERAL probe of the partial indexes per
-      //    endpoint), cut at `limit` in rotation order, and marked leased. A later statement than 1, so it sees
-      //    everything committed by whoever held the queue rows before.
-      const room = cands.map((cd) =>
+      //    endpoint), cut at `limit` in rotation order. A later statement than 1, so its snapshot includes
+      //    everything committed by whoever held the queue rows before (fan-out above all).
+      //    The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08); an endpoint
+      //    at its ramped cap is passed over without being served, as in the sequential reference.
+      const runtimes = cands.map((cd) => parseRuntime(cd.runtime));
+      const free = cands.map(
+        (cd, i) =>
+          effectiveCap(cd.max_concurrency, runtimes[i]!.circuit.closedAt, now) - cd.inflight,
+      );
+      const room = cands.map((cd, i) =>
         cd.ordering === 'endpoint'
-          ? cd.inflight > 0
+          ? cd.inflight > 0 || free[i]! <= 0
             ? 0
             : Math.min(1, perEndpoint)
-          : Math.max(0, Math.min(cd.max_concurrency - cd.inflight, perEndpoint, limit)),
+          : Math.max(0, Math.min(free[i]!, perEndpoint, limit)),
       );
       const leaseUntil = now + leaseMs;
-      type LeasedRow = DeliveryRow & { rn: number; ev_data: string; ev_created_at: number };
-      const leasedRows: LeasedRow[] = room.some((r) => r > 0)
+      type PickedRow = DeliveryRow & { ev_data: string; ev_created_at: number };
+      const picked: PickedRow[] = room.some((r) => r > 0)
         ? (
-            await c.query<LeasedRow>(
+            await c.query<PickedRow>(
               `WITH cand AS (
                  SELECT * FROM unnest($1::text[], $2::int[], $3::boolean[])
                         WITH ORDINALITY AS c(endpoint_id, room, head_only, rank)
                   WHERE room > 0
                ),
                picked AS (
-                 SELECT p.id, c.rank, p.k
-                   FROM cand c
+                 SELECT c.rank, p.* FROM cand c
                   CROSS JOIN LATERAL (
-                    (SELECT d.id, d.next_attempt_at AS k FROM deliveries d
+                    (SELECT d.next_attempt_at AS k, ${prefixed('d', DELIVERY_COLUMNS)} FROM deliveries d
                       WHERE NOT c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
                         AND d.lease_owner IS NULL AND d.next_attempt_at <= $4
                       ORDER BY d.next_attempt_at LIMIT c.room)
                     UNION ALL
                     -- Strict order: only the head (the oldest pending event) may go, once due and unleased.
-                    (SELECT h.id, h.event_seq FROM (
-                        SELECT d.id, d.event_seq, d.lease_owner, d.next_attempt_at FROM deliveries d
+                    (SELECT h.k, ${prefixed('h', DELIVERY_COLUMNS)} FROM (
+                        SELECT d.event_seq AS k, ${prefixed('d', DELIVERY_COLUMNS)}, d.lease_owner AS h_owner
+                          FROM deliveries d
                          WHERE c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
                          ORDER BY d.event_seq LIMIT 1) h
-                      WHERE h.lease_owner IS NULL AND h.next_attempt_at <= $4)
+                      WHERE h.h_owner IS NULL AND h.next_attempt_at <= $4)
                   ) p
                ),
                cut AS (
-                 SELECT id, rn FROM (SELECT id, row_number() OVER (ORDER BY rank, k, id) AS rn FROM picked) x
+                 SELECT * FROM (SELECT *, row_number() OVER (ORDER BY rank, k, id) AS rn FROM picked) x
                   WHERE rn <= $5
                )
-               UPDATE deliveries d SET lease_owner = $6, lease_until = $7, updated_at = $4
-                 FROM cut, events ev
-                WHERE d.id = cut.id AND ev.id = d.event_id AND d.status = 'pending' AND d.lease_owner IS NULL
-               RETURNING cut.rn, ${prefixed('d', DELIVERY_COLUMNS)}, ev.data AS ev_data,
-                         ev.created_at AS ev_created_at`,
+               SELECT ${prefixed('cut', DELIVERY_COLUMNS)}, ev.data AS ev_data, ev.created_at AS ev_created_at
+                 FROM cut JOIN events ev ON ev.id = cut.event_id
+                ORDER BY cut.rn`,
               [
                 cands.map((cd) => cd.endpoint_id),
                 room,
                 cands.map((cd) => cd.ordering === 'endpoint'),
                 now,
                 limit,
-                owner,
-                leaseUntil,
               ],
             )
-          ).rows.sort((a, b) => a.rn - b.rn)
+          ).rows
         : [];
 
-      // 3. In-flight counts, rotation and due times of the visited endpoints (those reached before `limit` ran
-      //    out, as in the sequential reference), in one statement that sees the leases of statement 2.
+      // 3. The circuit decides per delivery, in rotation order: send, send as the one probe, or skip as
+      //    circuit_open. A won probe claim is written back below, under the queue row lock taken in 1 — the
+      //    compare-and-set that lets exactly one process probe per interval.
+      const index = new Map(cands.map((cd, i) => [cd.endpoint_id, i]));
+      const claimed = new Set<string>();
+      const modes = picked.map((r): NonNullable<LeasedDelivery['mode']> => {
+        const rt = runtimes[index.get(r.endpoint_id)!]!;
+        const decision = decideAttempt(rt.circuit, now);
+        if (decision.kind === 'skip') return 'circuit_open';
+        if (!decision.probe) return 'send';
+        rt.circuit = decision.claim;
+        claimed.add(r.endpoint_id);
+        return 'probe';
+      });
+
+      // 4. Mark them leased (by primary key) and update in-flight counts, rotation, due times and claimed runtimes
+      //    of the visited endpoints (those reached before `limit` ran out and with room under their cap, as in
+      //    the sequential reference) in one statement; its snapshot does not see its own lease marks, so the
+      //    recompute excludes the leased ids.
       const count = new Map<string, number>();
-      for (const r of leasedRows) count.set(r.endpoint_id, (count.get(r.endpoint_id) ?? 0) + 1);
+      for (const r of picked) count.set(r.endpoint_id, (count.get(r.endpoint_id) ?? 0) + 1);
       const visited: string[] = [];
       const taken: number[] = [];
+      const saved: Array<ReturnType<typeof runtimeColumns> | null> = [];
       let total = 0;
-      for (const cd of cands) {
+      for (const [i, cd] of cands.entries()) {
         if (total >= limit) break;
+        if (Math.min(free[i]!, perEndpoint) <= 0) continue;
         const n = count.get(cd.endpoint_id) ?? 0;
         visited.push(cd.endpoint_id);
         taken.push(n);
+        saved.push(claimed.has(cd.endpoint_id) ? runtimeColumns(runtimes[i]!) : null);
         total += n;
       }
-      await c.query(
-        `UPDATE endpoint_queue q
-            SET inflight = q.inflight + u.n, last_served_at = $3, next_due_at = ${RECOMPUTE_DUE}
-           FROM unnest($1::text[], $2::int[]) AS u(endpoint_id, n)
-          WHERE q.endpoint_id = u.endpoint_id`,
-        [visited, taken, now],
-      );
+      if (visited.length > 0) {
+        await c.query(
+          `WITH leased AS (
+             UPDATE deliveries SET lease_owner = $4, lease_until = $5, updated_at = $3
+              WHERE id = ANY($6::text[]))
+           UPDATE endpoint_queue q
+              SET inflight = q.inflight + u.n, last_served_at = $3,
+                  next_due_at = ${recomputeDue({ exclude: '$6::text[]' })},
+                  runtime = COALESCE(u.runtime, q.runtime),
+                  failing_since = CASE WHEN u.runtime IS NULL THEN q.failing_since ELSE u.failing_since END,
+                  digest_due_at = CASE WHEN u.runtime IS NULL THEN q.digest_due_at ELSE u.digest_due_at END
+             FROM unnest($1::text[], $2::int[], $7::text[], $8::bigint[], $9::bigint[])
+                  AS u(endpoint_id, n, runtime, failing_since, digest_due_at)
+            WHERE q.endpoint_id = u.endpoint_id`,
+          [
+            visited,
+            taken,
+            now,
+            owner,
+            leaseUntil,
+            picked.map((r) => r.id),
+            saved.map((x) => x?.json ?? null),
+            saved.map((x) => x?.failingSince ?? null),
+            saved.map((x) => x?.digestDueAt ?? null),
+          ],
+        );
+      }
 
-      const byId = new Map(cands.map((cd) => [cd.endpoint_id, cd]));
-      return leasedRows.map((r): LeasedDelivery => {
-        const cd = byId.get(r.endpoint_id)!;
+      return picked.map((r, i): LeasedDelivery => {
+        const cd = cands[index.get(r.endpoint_id)!]!;
         return {
-          delivery: toDelivery(r),
+          mode: modes[i]!,
+          delivery: { ...toDelivery(r), updatedAt: now },
           endpoint: {
             id: cd.endpoint_id,
             tenantId: cd.tenant_id,
@@ -511,33 +629,94 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
     });
   }
 
+  interface ProjectionRow {
+    id: string;
+    endpoint_id: string;
+    status: DeliveryStatus;
+    status_reason: string | null;
+    attempts: number;
+    next_attempt_at: number | null;
+    first_attempt_at: number | null;
+    last_attempt_at: number | null;
+    lease_owner: string | null;
+    lease_until: number | null;
+  }
+
+  /**
+   * Writes changed projection rows by primary key and, in the same statement, the in-flight counts and due times
+   * of `endpoints` (sorted; `released` in-flight slots each). The recompute cannot see this statement's own
+   * writes: changed ids are excluded, and those left pending and unleased are folded in through `extra`.
+   */
+  const writeProjection = (
+    c: Db,
+    changed: ProjectionRow[],
+    endpoints: string[],
+    released: Map<string, number>,
+    now: number,
+  ) => {
+    const extra = new Map<string, number>();
+    for (const r of changed) {
+      if (r.status !== 'pending' || r.lease_owner !== null || r.next_attempt_at === null) continue;
+      extra.set(r.endpoint_id, Math.min(extra.get(r.endpoint_id) ?? r.next_attempt_at, r.next_attempt_at));
+    }
+    const col = <K extends keyof ProjectionRow>(k: K) => changed.map((r) => r[k]);
+    return c.query(
+      `WITH written AS (
+         UPDATE deliveries d
+            SET status = u.status, status_reason = u.reason, next_attempt_at = u.next_at, attempts = u.attempts,
+                first_attempt_at = u.first_at, last_attempt_at = u.last_at, lease_owner = u.owner,
+                lease_until = u.until, updated_at = $4
+           FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::int[], $10::bigint[], $11::bigint[],
+                       $12::text[], $13::bigint[])
+                AS u(id, status, reason, next_at, attempts, first_at, last_at, owner, until)
+          WHERE d.id = u.id)
+       UPDATE endpoint_queue q
+          SET inflight = GREATEST(q.inflight - u.n, 0),
+              next_due_at = ${recomputeDue({ exclude: '$5::text[]', extra: 'u.extra' })}
+         FROM unnest($1::text[], $2::int[], $3::bigint[]) AS u(endpoint_id, n, extra)
+        WHERE q.endpoint_id = u.endpoint_id`,
+      [
+        endpoints,
+        endpoints.map((id) => released.get(id) ?? 0),
+        endpoints.map((id) => extra.get(id) ?? null),
+        now,
+        col('id'),
+        col('status'),
+        col('status_reason'),
+        col('next_attempt_at'),
+        col('attempts'),
+        col('first_attempt_at'),
+        col('last_attempt_at'),
+        col('lease_owner'),
+        col('lease_until'),
+      ],
+    );
+  };
+
+  const PROJECTION_COLUMNS =
+    'id, endpoint_id, status, status_reason, attempts, next_attempt_at, first_attempt_at, last_attempt_at, lease_owner, lease_until';
+
   async function complete(completions: AttemptCompletion[], now: number) {
     // Sorted by endpoint (lock order); stable, so completions of one delivery keep their input order.
     const sorted = [...completions].sort((a, b) => cmp(a.attempt.endpointId, b.attempt.endpointId));
     const endpointIds = [...new Set(sorted.map((x) => x.attempt.endpointId))];
-    // The first completion per delivery goes through the set-based update; any repeat sees its result, as it
-    // would sequentially (the lease is gone, so only the 'delivered' fallback can apply).
-    const first: AttemptCompletion[] = [];
-    const repeats: AttemptCompletion[] = [];
-    const seen = new Set<string>();
-    for (const x of sorted) {
-      if (seen.has(x.attempt.deliveryId)) repeats.push(x);
-      else {
-        seen.add(x.attempt.deliveryId);
-        first.push(x);
-      }
-    }
-    const col = <T>(xs: AttemptCompletion[], f: (x: AttemptCompletion) => T) => xs.map(f);
+    const a = (f: (x: AttemptRecord) => unknown) => sorted.map((x) => f(x.attempt));
 
     await tx(async (c) => {
-      await c.query(LOCK_QUEUE_ROWS, [endpointIds]);
-      const a = (f: (x: AttemptRecord) => unknown) => col(sorted, (x) => f(x.attempt));
-      await c.query(
-        `INSERT INTO attempts (${ATTEMPT_COLUMNS})
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[],
-                              $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], $11::int[], $12::text[],
-                              $13::text[], $14::text[], $15::text[], $16::text[], $17::bigint[], $18::bigint[],
-                              $19::bigint[])`,
+      const locked = new Set(
+        (await c.query<{ endpoint_id: string }>(LOCK_QUEUE_ROWS, [endpointIds])).rows.map(
+          (r) => r.endpoint_id,
+        ),
+      );
+      // The attempts (always appended: the log records what happened) and the current projection rows.
+      const current = await c.query<ProjectionRow>(
+        `WITH appended AS (
+           INSERT INTO attempts (${ATTEMPT_COLUMNS})
+           SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[],
+                                $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], $11::int[], $12::text[],
+                                $13::text[], $14::text[], $15::text[], $16::text[], $17::bigint[], $18::bigint[],
+                                $19::bigint[]))
+         SELECT ${PROJECTION_COLUMNS} FROM deliveries WHERE id = ANY($2::text[])`,
         [
           a((x) => x.id),
           a((x) => x.deliveryId),
@@ -560,56 +739,40 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
           a((x) => x.consumerMs),
         ],
       );
-
-      // The projection, only where this worker still holds the lease.
-      const updated = await c.query<{ id: string; endpoint_id: string }>(
-        `UPDATE deliveries d
-            SET status = u.status, status_reason = u.reason, next_attempt_at = u.next_at,
-                attempts = d.attempts + 1, first_attempt_at = COALESCE(d.first_attempt_at, u.started_at),
-                last_attempt_at = u.started_at, lease_owner = NULL, lease_until = NULL, updated_at = $7
-           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
-                AS u(id, owner, status, reason, next_at, started_at)
-          WHERE d.id = u.id AND d.lease_owner = u.owner AND d.status = 'pending'
-         RETURNING d.id, d.endpoint_id`,
-        [
-          col(first, (x) => x.attempt.deliveryId),
-          col(first, (x) => x.leaseOwner),
-          col(first, (x) => x.next.status),
-          col(first, (x) => (x.next.status === 'dead' ? x.next.reason : null)),
-          col(first, (x) => (x.next.status === 'pending' ? x.next.nextAttemptAt : null)),
-          col(first, (x) => x.attempt.startedAt),
-          now,
-        ],
-      );
+      // Applied in order, exactly as the sequential reference does, on rows nobody else can change now.
+      const rows = new Map(current.rows.map((r) => [r.id, r]));
+      const changed = new Set<ProjectionRow>();
       const released = new Map<string, number>();
-      const matched = new Set<string>();
-      for (const r of updated.rows) {
-        matched.add(r.id);
-        released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
+      const touched = new Set<string>();
+      for (const x of sorted) {
+        const r = rows.get(x.attempt.deliveryId);
+        // Unknown, or filed under an endpoint whose queue row this transaction does not hold: not ours to write.
+        if (!r || !locked.has(r.endpoint_id) || r.endpoint_id !== x.attempt.endpointId) continue;
+        if (r.lease_owner === x.leaseOwner && r.status === 'pending') {
+          r.status = x.next.status;
+          r.status_reason = x.next.status === 'dead' ? x.next.reason : null;
+          r.next_attempt_at = x.next.status === 'pending' ? x.next.nextAttemptAt : null;
+          r.attempts += 1;
+          r.first_attempt_at ??= x.attempt.startedAt;
+          r.last_attempt_at = x.attempt.startedAt;
+          r.lease_owner = null;
+          r.lease_until = null;
+          changed.add(r);
+          released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
+          touched.add(r.endpoint_id);
+        } else if (x.next.status === 'delivered') {
+          // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
+          // was still running; it did arrive, so record that — a second send may still happen (at-least-once).
+          if (r.status === 'pending' && r.lease_owner === null) {
+            r.status = 'delivered';
+            r.status_reason = null;
+            r.next_attempt_at = null;
+            changed.add(r);
+          }
+          touched.add(r.endpoint_id);
+        }
       }
-      // The lease expired and the delivery went back to the queue (or to another worker) while this attempt was
-      // still running; it did arrive, so record that — a second send may still happen (at-least-once).
-      const fallback = [...first.filter((x) => !matched.has(x.attempt.deliveryId)), ...repeats].filter(
-        (x) => x.next.status === 'delivered',
-      );
-      if (fallback.length > 0) {
-        await c.query(
-          `UPDATE deliveries SET status = 'delivered', status_reason = NULL, next_attempt_at = NULL, updated_at = $2
-            WHERE id = ANY($1::text[]) AND status = 'pending' AND lease_owner IS NULL`,
-          [fallback.map((x) => x.attempt.deliveryId), now],
-        );
-      }
-      const touched = new Set([...released.keys(), ...fallback.map((x) => x.attempt.endpointId)]);
-      if (touched.size > 0) {
-        const ids = [...touched].sort(cmp);
-        await c.query(
-          `UPDATE endpoint_queue q
-              SET inflight = GREATEST(q.inflight - u.n, 0), next_due_at = ${RECOMPUTE_DUE}
-             FROM unnest($1::text[], $2::int[]) AS u(endpoint_id, n)
-            WHERE q.endpoint_id = u.endpoint_id`,
-          [ids, ids.map((id) => released.get(id) ?? 0)],
-        );
-      }
+      if (touched.size > 0) await writeProjection(c, [...changed], [...touched].sort(cmp), released, now);
     });
   }
 
@@ -624,23 +787,23 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
         [now],
       );
       if (locked.rows.length === 0) return 0;
-      const released = await c.query<{ endpoint_id: string; n: number }>(
-        `WITH x AS (
-           UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, updated_at = $1
-            WHERE lease_owner IS NOT NULL AND lease_until <= $1 AND endpoint_id = ANY($2::text[])
-           RETURNING endpoint_id)
-         SELECT endpoint_id, count(*) AS n FROM x GROUP BY endpoint_id`,
-        [now, locked.rows.map((r) => r.endpoint_id)],
-      );
-      if (released.rows.length === 0) return 0;
-      await c.query(
-        `UPDATE endpoint_queue q
-            SET inflight = GREATEST(q.inflight - u.n, 0), next_due_at = ${RECOMPUTE_DUE}
-           FROM unnest($1::text[], $2::int[]) AS u(endpoint_id, n)
-          WHERE q.endpoint_id = u.endpoint_id`,
-        [released.rows.map((r) => r.endpoint_id), released.rows.map((r) => r.n)],
-      );
-      return released.rows.reduce((s, r) => s + r.n, 0);
+      const mine = new Set(locked.rows.map((r) => r.endpoint_id));
+      // deliveries_leased (only in-flight rows); a lease that expired since the lock is left for the next run.
+      const expired = (
+        await c.query<ProjectionRow>(
+          `SELECT ${PROJECTION_COLUMNS} FROM deliveries WHERE lease_owner IS NOT NULL AND lease_until <= $1`,
+          [now],
+        )
+      ).rows.filter((r) => mine.has(r.endpoint_id));
+      if (expired.length === 0) return 0;
+      const released = new Map<string, number>();
+      for (const r of expired) {
+        r.lease_owner = null;
+        r.lease_until = null;
+        released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
+      }
+      await writeProjection(c, expired, [...released.keys()].sort(cmp), released, now);
+      return expired.length;
     });
   }
 

@@ -10,6 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { dropSchema, freshSchemaName, postgresUrl } from '../../../test/support/postgres.ts';
 import { newId } from '../../domain/ids.ts';
 import { type NewEvent, type Store, StoreUnavailableError } from '../../ports/store.ts';
+import { lockTenantGatesShared } from './delivery-store.ts';
 import { loadMigrations } from './migrate.ts';
 import { createPostgresStore } from './postgres-store.ts';
 
@@ -138,6 +139,193 @@ describe('several processes on one schema', () => {
     expect(got?.createdAt).toBe(NOW);
     expect(typeof (await s.fanoutPendingCount())).toBe('number');
     expect(pg.types.getTypeParser(20, 'text')('5')).toBe('5');
+  });
+});
+
+describe('delivery plane across processes', () => {
+  const at = NOW + 1_000;
+  const ids = {
+    delivery: () => newId('delivery', at, randomBytes(10)),
+    webhookId: () => newId('message', at, randomBytes(10)),
+  };
+
+  async function setup(s: Store, endpoints: number, maxConcurrency: number) {
+    const tenantId = newId('tenant', NOW, randomBytes(10));
+    await s.tenantCreate({
+      tenant: { id: tenantId, name: 't', totpSeedSealed: 'x', createdAt: NOW, deletedAt: null },
+      tenantKey: {
+        id: newId('apiKey', NOW, randomBytes(10)),
+        kind: 'tenant',
+        tenantId,
+        name: null,
+        hash: randomBytes(32).toString('hex'),
+        prefix: 'hkt_x',
+        createdAt: NOW,
+        revokedAt: null,
+      },
+    });
+    const eps: string[] = [];
+    for (let i = 0; i < endpoints; i++) {
+      const id = newId('endpoint', NOW, randomBytes(10));
+      eps.push(id);
+      await s.endpointCreate({
+        endpoint: {
+          id,
+          tenantId,
+          url: 'https://example.com/',
+          description: null,
+          eventTypes: ['*'],
+          ordering: 'none',
+          maxConcurrency,
+          headers: {},
+          status: 'enabled',
+          disabledReason: null,
+          createdAt: NOW,
+          updatedAt: NOW,
+        },
+        secret: {
+          id: newId('secret', NOW, randomBytes(10)),
+          endpointId: id,
+          tenantId,
+          sealed: 'x',
+          activeFrom: NOW,
+          activeUntil: null,
+          createdAt: NOW,
+        },
+      });
+    }
+    return { tenantId, eps };
+  }
+
+  it('fan-out and leasing from several pools: exactly once, within the global cap', async () => {
+    const name = schema();
+    const pools = [open({ schema: name }), open({ schema: name }), open({ schema: name })];
+    await pools[0]!.migrate();
+    const cap = 2;
+    const { tenantId, eps } = await setup(pools[0]!, 4, cap);
+    await pools[0]!.eventInsertBatch({
+      events: Array.from({ length: 30 }, (_, i) => event(tenantId, null, i)),
+      now: NOW,
+      idempotencyWindowMs: WINDOW,
+    });
+    const fanned = await Promise.all(
+      pools.map(async (s) => {
+        let n = 0;
+        for (let r = await s.fanoutRun({ now: at, limit: 4, ids }); r.events > 0; ) {
+          n += r.deliveries;
+          r = await s.fanoutRun({ now: at, limit: 4, ids });
+        }
+        return n;
+      }),
+    );
+    expect(fanned.reduce((a, b) => a + b, 0)).toBe(120);
+
+    const leased = new Set<string>();
+    let now = at;
+    for (let round = 0; round < 200 && leased.size < 120; round++) {
+      now += 1;
+      const outs = await Promise.all(
+        pools.flatMap((s, p) =>
+          [0, 1].map((w) =>
+            s.deliveryLease({ owner: `p${p}w${w}`, now, limit: 5, perEndpoint: 2, leaseMs: 60_000 }),
+          ),
+        ),
+      );
+      const perEndpoint = new Map<string, number>();
+      for (const l of outs.flat()) {
+        expect(leased.has(l.delivery.id)).toBe(false);
+        leased.add(l.delivery.id);
+        perEndpoint.set(l.endpoint.id, (perEndpoint.get(l.endpoint.id) ?? 0) + 1);
+      }
+      for (const n of perEndpoint.values()) expect(n).toBeLessThanOrEqual(cap);
+      await Promise.all(
+        outs.map((out, i) =>
+          pools[Math.floor(i / 2)]!.deliveryComplete({
+            now: now + 1,
+            completions: out.map((l) => ({
+              leaseOwner: `p${Math.floor(i / 2)}w${i % 2}`,
+              next: { status: 'delivered' as const },
+              attempt: {
+                id: newId('attempt', now, randomBytes(10)),
+                deliveryId: l.delivery.id,
+                endpointId: l.endpoint.id,
+                tenantId,
+                attemptNo: 1,
+                url: l.endpoint.url,
+                dueAt: at,
+                startedAt: now,
+                finishedAt: now,
+                outcome: 'delivered' as const,
+                statusCode: 200,
+                errorClass: null,
+                errorMessage: null,
+                request: { hops: [] },
+                responseHeaders: null,
+                responseBody: null,
+                queueMs: 0,
+                platformMs: 0,
+                consumerMs: 0,
+              },
+            })),
+          }),
+        ),
+      );
+    }
+    expect(leased.size).toBe(120);
+    for (const ep of eps) {
+      const page = await pools[1]!.deliveryList({
+        endpointId: ep,
+        tenantId,
+        status: 'delivered',
+        limit: 100,
+        cursor: null,
+      });
+      expect(page.data).toHaveLength(30);
+      expect(new Set(page.data.map((d) => d.eventId)).size).toBe(30);
+    }
+    const client = new pg.Client({ connectionString: postgresUrl() });
+    await client.connect();
+    try {
+      const q = await client.query(`SELECT inflight, next_due_at FROM "${name}".endpoint_queue`);
+      expect(q.rows).toEqual(eps.map(() => ({ inflight: 0, next_due_at: null })));
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('endpoint changes are not starved by overlapping fan-outs (fair tenant gate)', async () => {
+    // Row-level FOR SHARE alone lets each new fan-out overtake a waiting PATCH, so a stream of overlapping
+    // fan-outs could hold it off forever. Here a "fan-out in progress" holds what fanoutRun holds; a disable
+    // arrives and waits; a second fan-out arrives after it and must now queue behind it.
+    const name = schema();
+    const pools = [open({ schema: name }), open({ schema: name }), open({ schema: name })];
+    await pools[0]!.migrate();
+    const { tenantId, eps } = await setup(pools[0]!, 1, 5);
+    await pools[0]!.eventInsertBatch({
+      events: [event(tenantId, null)],
+      now: NOW,
+      idempotencyWindowMs: WINDOW,
+    });
+    const held = new pg.Client({ connectionString: postgresUrl(), options: `-c search_path=${name}` });
+    await held.connect();
+    const order: string[] = [];
+    try {
+      await held.query('BEGIN');
+      await lockTenantGatesShared(held, [tenantId]);
+      await held.query('SELECT 1 FROM endpoints WHERE id = $1 FOR SHARE', [eps[0]]);
+      const disable = pools[1]!
+        .endpointSetStatus({ id: eps[0]!, tenantId, status: 'disabled', reason: 'x', now: at })
+        .then(() => order.push('disable'));
+      await new Promise((r) => setTimeout(r, 300));
+      const fanout = pools[2]!.fanoutRun({ now: at, limit: 10, ids }).then(() => order.push('fanout'));
+      await new Promise((r) => setTimeout(r, 300));
+      expect(order).toEqual([]);
+      await held.query('COMMIT');
+      await Promise.all([disable, fanout]);
+      expect(order).toEqual(['disable', 'fanout']);
+    } finally {
+      await held.end();
+    }
   });
 });
 

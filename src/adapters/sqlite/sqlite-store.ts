@@ -10,6 +10,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
+import type { OperationsStore } from '../../ports/operations-store.ts';
 import type {
   ApiKeyKind,
   ApiKeyRecord,
@@ -22,6 +23,7 @@ import type {
 } from '../../ports/store.ts';
 import { StoreUnavailableError } from '../../ports/store.ts';
 import { createSqliteDeliveryStore } from './delivery-store.ts';
+import { createSqliteOperationsStore } from './operations-store.ts';
 
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 
@@ -68,7 +70,7 @@ export interface SqliteStoreOptions {
   filename: string;
 }
 
-export function createSqliteStore(opts: SqliteStoreOptions): Store {
+export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsStore {
   let db: Database.Database;
   try {
     db = new Database(opts.filename);
@@ -176,7 +178,8 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store {
     }
   };
 
-  const delivery = createSqliteDeliveryStore(db, st);
+  const { refreshDue, ...deliveryStore } = createSqliteDeliveryStore(db, st);
+  const delivery = { ...deliveryStore, ...createSqliteOperationsStore(db, st, refreshDue) };
   const guarded = Object.fromEntries(
     Object.entries(delivery).map(([name, fn]) => [
       name,
@@ -187,7 +190,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store {
     ]),
   ) as unknown as typeof delivery;
 
-  const store: Store = {
+  const store: Store & OperationsStore = {
     ...guarded,
     capabilities: { multiProcess: false, kind: 'sqlite' },
     migrate: () => guard(migrate),

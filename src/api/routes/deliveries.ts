@@ -9,7 +9,7 @@ import type { ApiDeps } from '../build-api.ts';
 import { AttemptDetail, AttemptSummary, Delivery, DeliveryListQuery, isoOrNull } from '../control-schemas.ts';
 import { errorResponses, IdParams, iso, listOf } from '../schemas.ts';
 
-const deliveryJson = (d: DeliveryRecord) => ({
+export const deliveryJson = (d: DeliveryRecord) => ({
   id: d.id,
   tenant_id: d.tenantId,
   endpoint_id: d.endpointId,

@@ -17,7 +17,6 @@ import {
   Endpoint,
   EndpointCreate,
   EndpointCreated,
-  EndpointEnable,
   EndpointListQuery,
   EndpointPatch,
   isoOrNull,
@@ -197,31 +196,6 @@ export const endpointRoutes = (deps: ApiDeps) => async (app: FastifyInstance) =>
           tenantId: requireTenant(req.principal),
           id: req.params.id,
           status: 'disabled',
-        }),
-      ),
-  );
-
-  app.post<{ Params: { id: string }; Body: { backlog?: 'deliver' } }>(
-    '/v1/endpoints/:id/enable',
-    {
-      preValidation: bodyOptional,
-      schema: {
-        summary: 'Enable an endpoint (tenant); the backlog is delivered, oldest first',
-        description:
-          'The body is optional. `backlog` accepts only `deliver` (the default) for now; the choices `skip` and ' +
-          '`resume_from` are planned.',
-        tags: ['endpoints'],
-        params: IdParams,
-        body: EndpointEnable,
-        response: { 200: Endpoint, ...errorResponses(400, 401, 403, 404, 415) },
-      },
-    },
-    async (req) =>
-      endpointJson(
-        await setEndpointStatus(deps, {
-          tenantId: requireTenant(req.principal),
-          id: req.params.id,
-          status: 'enabled',
         }),
       ),
   );

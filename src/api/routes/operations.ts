@@ -1,0 +1,329 @@
+/**
+ * Failure handling and evidence, per endpoint and per tenant: health, backlog, re-enable with a backlog choice,
+ * replay, the notification channel and log, and the audit trail (with an NDJSON export).
+ */
+import { Readable } from 'node:stream';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { readScope } from '../../app/auth.ts';
+import {
+  audit,
+  enableEndpoint,
+  endpointBacklog,
+  endpointHealth,
+  type OperationsDeps,
+  replayDelivery,
+} from '../../app/endpoint-operations.ts';
+import { requireTenant } from '../../app/manage-endpoints.ts';
+import { ApiError } from '../../domain/errors.ts';
+import type { AuditRecord, BacklogChoice, NotificationRecord } from '../../ports/delivery-store.ts';
+import type { OperationsStore } from '../../ports/operations-store.ts';
+import type { Store } from '../../ports/store.ts';
+import type { ApiDeps } from '../build-api.ts';
+import { Delivery, EndpointEnable, EndpointEnabled, isoOrNull } from '../control-schemas.ts';
+import { errorResponses, IdParams, iso, ListQuery, listOf } from '../schemas.ts';
+import { deliveryJson } from './deliveries.ts';
+import { endpointJson } from './endpoints.ts';
+
+const nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
+const Num = Type.Union([Type.Number(), Type.Null()]);
+const Time = nullable(Type.String({ format: 'date-time' }));
+
+const Health = Type.Object({
+  endpoint_id: Type.String(),
+  state: Type.Union(['healthy', 'degraded', 'failing', 'disabled'].map((s) => Type.Literal(s))),
+  reasons: Type.Array(Type.String()),
+  disabled_reason: nullable(Type.String()),
+  circuit: Type.Object({
+    state: Type.String(),
+    consecutive_failures: Type.Integer(),
+    opened_at: Time,
+    next_probe_at: Time,
+  }),
+  concurrency: Type.Object({
+    max: Type.Integer(),
+    effective: Type.Integer({
+      description: 'The cap in force now; lower than max while ramping after an outage.',
+    }),
+    in_flight: Type.Integer(),
+    ramp_ends_at: Time,
+  }),
+  success_rate_percent: Type.Object({ last_hour: Num, last_24h: Num }),
+  attempts: Type.Object({
+    last_hour: Type.Integer(),
+    last_24h: Type.Integer(),
+    dead_letters_24h: Type.Integer(),
+  }),
+  latency_ms: Type.Object({
+    platform: Type.Object(
+      { p50: Num, p99: Num },
+      { description: 'Hookrail: start of attempt → request on the wire' },
+    ),
+    consumer: Type.Object(
+      { p50: Num, p99: Num },
+      { description: 'Your endpoint: request on the wire → response' },
+    ),
+  }),
+  backlog: Type.Object({
+    depth: Type.Integer(),
+    dead_letters: Type.Integer(),
+    oldest_pending_age_seconds: Num,
+  }),
+  last_success_at: Time,
+  last_failure_at: Time,
+  failing_since: Time,
+});
+
+const Backlog = Type.Object({
+  endpoint_id: Type.String(),
+  status: Type.String(),
+  count: Type.Integer(),
+  pending: Type.Integer(),
+  dead_letters: Type.Integer(),
+  oldest_created_at: Time,
+  estimated_drain_seconds: Type.Number({
+    description: 'An estimate at the endpoint’s cap and recent latency.',
+  }),
+});
+
+const Notification = Type.Object({
+  id: Type.String(),
+  endpoint_id: nullable(Type.String()),
+  kind: Type.String(),
+  subject: Type.String(),
+  body: Type.String(),
+  email_to: nullable(Type.String()),
+  status: Type.String({
+    description: '`pending` (in the outbox), `sent` (mailed), `logged` (no channel set)',
+  }),
+  attempts: Type.Integer(),
+  last_error: nullable(Type.String()),
+  created_at: Type.String({ format: 'date-time' }),
+  sent_at: Time,
+});
+
+const Channel = Type.Object(
+  { email: nullable(Type.String({ maxLength: 254, pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$' })) },
+  { additionalProperties: false },
+);
+
+const AuditEvent = Type.Object({
+  id: Type.String(),
+  tenant_id: Type.String(),
+  actor: Type.String(),
+  action: Type.String(),
+  target_type: Type.String(),
+  target_id: Type.String(),
+  details: Type.Record(Type.String(), Type.Unknown()),
+  created_at: Type.String({ format: 'date-time' }),
+});
+
+const notificationJson = (n: NotificationRecord) => ({
+  id: n.id,
+  endpoint_id: n.endpointId,
+  kind: n.kind,
+  subject: n.subject,
+  body: n.body,
+  email_to: n.emailTo,
+  status: n.status,
+  attempts: n.attempts,
+  last_error: n.lastError,
+  created_at: iso(n.createdAt),
+  sent_at: isoOrNull(n.sentAt),
+});
+
+const auditJson = (a: AuditRecord) => ({
+  id: a.id,
+  tenant_id: a.tenantId,
+  actor: a.actor,
+  action: a.action,
+  target_type: a.targetType,
+  target_id: a.targetId,
+  details: a.details,
+  created_at: iso(a.createdAt),
+});
+
+export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) => {
+  const deps: OperationsDeps = { ...api, store: api.store as Store & OperationsStore };
+
+  app.get<{ Params: { id: string } }>(
+    '/v1/endpoints/:id/health',
+    {
+      schema: {
+        summary: 'Endpoint health: state, circuit, success rates, latency split, backlog',
+        description: 'Thresholds are documented in docs/failure-handling.md.',
+        tags: ['failure-handling'],
+        params: IdParams,
+        response: { 200: Health, ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (req) => endpointHealth(deps, readScope(req.principal), req.params.id),
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/v1/endpoints/:id/backlog',
+    {
+      schema: {
+        summary: 'What is waiting for this endpoint, and how long delivering it would take',
+        tags: ['failure-handling'],
+        params: IdParams,
+        response: { 200: Backlog, ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (req) => endpointBacklog(deps, readScope(req.principal), req.params.id),
+  );
+
+  app.post<{ Params: { id: string }; Body: { backlog: BacklogChoice['kind']; resume_from?: string } }>(
+    '/v1/endpoints/:id/enable',
+    {
+      schema: {
+        summary: 'Re-enable a disabled endpoint with an explicit backlog choice (tenant)',
+        tags: ['failure-handling'],
+        params: IdParams,
+        body: EndpointEnable,
+        response: { 200: EndpointEnabled, ...errorResponses(400, 401, 403, 404, 409, 415) },
+      },
+    },
+    async (req) => {
+      const tenantId = requireTenant(req.principal);
+      const { backlog, resume_from } = req.body;
+      let choice: BacklogChoice;
+      if (backlog === 'resume_from') {
+        const at = resume_from === undefined ? Number.NaN : Date.parse(resume_from);
+        if (!Number.isFinite(at)) {
+          throw new ApiError(
+            'validation_failed',
+            '`resume_from` (an ISO-8601 time) is required with this choice.',
+            {
+              field: 'resume_from',
+            },
+          );
+        }
+        choice = { kind: 'resume_from', at };
+      } else {
+        if (resume_from !== undefined) {
+          throw new ApiError(
+            'validation_failed',
+            '`resume_from` is only allowed with backlog "resume_from".',
+          );
+        }
+        choice = { kind: backlog };
+      }
+      const result = await enableEndpoint(deps, req.principal, tenantId, req.params.id, choice);
+      return { endpoint: endpointJson(result.endpoint), requeued: result.requeued, skipped: result.skipped };
+    },
+  );
+
+  app.post<{ Params: { id: string } }>(
+    '/v1/deliveries/:id/replay',
+    {
+      schema: {
+        summary: 'Replay one delivery: a new delivery of the same event with the original webhook-id',
+        tags: ['failure-handling'],
+        params: IdParams,
+        response: { 202: Delivery, ...errorResponses(401, 403, 404, 409) },
+      },
+    },
+    async (req, reply) => {
+      const tenantId = requireTenant(req.principal);
+      const replay = await replayDelivery(deps, req.principal, tenantId, req.params.id);
+      return reply.status(202).send(deliveryJson(replay));
+    },
+  );
+
+  app.get(
+    '/v1/notification-channel',
+    {
+      schema: {
+        summary: 'Where notifications are e-mailed (tenant)',
+        tags: ['notifications'],
+        response: { 200: Channel, ...errorResponses(401, 403) },
+      },
+    },
+    async (req) => ({
+      email: await deps.store.tenantNotificationEmail({ tenantId: requireTenant(req.principal) }),
+    }),
+  );
+
+  app.put<{ Body: { email: string | null } }>(
+    '/v1/notification-channel',
+    {
+      schema: {
+        summary: 'Set the e-mail address for notifications (tenant); null turns e-mail off',
+        description:
+          'Notifications are always listed at GET /v1/notifications; e-mail is sent when this is set.',
+        tags: ['notifications'],
+        body: Channel,
+        response: { 200: Channel, ...errorResponses(400, 401, 403, 415) },
+      },
+    },
+    async (req) => {
+      const tenantId = requireTenant(req.principal);
+      const email = req.body.email;
+      await deps.store.tenantSetNotificationEmail({ tenantId, email, now: deps.clock.now() });
+      await audit(deps, {
+        tenantId,
+        principal: req.principal,
+        action: 'notification_channel.updated',
+        targetType: 'tenant',
+        targetId: tenantId,
+        details: { email },
+      });
+      return { email };
+    },
+  );
+
+  app.get<{ Querystring: { limit: number; cursor?: string } }>(
+    '/v1/notifications',
+    {
+      schema: {
+        summary: 'Notifications sent (or listed) about your endpoints, newest first',
+        tags: ['notifications'],
+        querystring: ListQuery,
+        response: { 200: listOf(Notification), ...errorResponses(400, 401, 403) },
+      },
+    },
+    async (req) => {
+      const page = await deps.store.notificationList({
+        tenantId: readScope(req.principal),
+        limit: req.query.limit,
+        cursor: req.query.cursor ?? null,
+      });
+      return { data: page.data.map(notificationJson), next_cursor: page.nextCursor };
+    },
+  );
+
+  app.get<{ Querystring: { limit: number; cursor?: string } }>(
+    '/v1/audit-events',
+    {
+      schema: {
+        summary:
+          'The append-only audit trail, newest first; `Accept: application/x-ndjson` streams all, oldest first',
+        tags: ['audit'],
+        querystring: ListQuery,
+        response: { 200: listOf(AuditEvent), ...errorResponses(400, 401, 403) },
+      },
+    },
+    async (req, reply) => {
+      const tenantId = readScope(req.principal);
+      if ((req.headers.accept ?? '').includes('application/x-ndjson')) {
+        // Export for the tenant's SIEM: every record, oldest first, one JSON object per line, streamed page by page.
+        async function* lines() {
+          let cursor: string | null = null;
+          do {
+            const page = await deps.store.auditList({ tenantId, limit: 500, cursor, ascending: true });
+            for (const a of page.data) yield `${JSON.stringify(auditJson(a))}\n`;
+            cursor = page.nextCursor;
+          } while (cursor);
+        }
+        return reply.type('application/x-ndjson').send(Readable.from(lines()));
+      }
+      const page = await deps.store.auditList({
+        tenantId,
+        limit: req.query.limit,
+        cursor: req.query.cursor ?? null,
+      });
+      return { data: page.data.map(auditJson), next_cursor: page.nextCursor };
+    },
+  );
+};

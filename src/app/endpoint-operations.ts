@@ -1,0 +1,213 @@
+/**
+ * Tenant-facing operations on an endpoint's failure handling (ADR-09/10/13/14): health, backlog, re-enable with an
+ * explicit backlog choice, replay, the notification channel, and the audit trail that records every change.
+ */
+
+import { effectiveCircuitState, nextProbeAt } from '../domain/circuit-breaker.ts';
+import { assessHealth, estimateDrainSeconds } from '../domain/endpoint-health.ts';
+import { ApiError } from '../domain/errors.ts';
+import { newId } from '../domain/ids.ts';
+import { effectiveCap, rampEndsAt } from '../domain/ramp.ts';
+import type { Clock, Random } from '../ports/clock.ts';
+import type { BacklogChoice, DeliveryIdFactory } from '../ports/delivery-store.ts';
+import type { OperationsStore } from '../ports/operations-store.ts';
+import type { Store } from '../ports/store.ts';
+import type { Principal } from './auth.ts';
+
+const HOUR = 3_600_000;
+
+export interface OperationsDeps {
+  store: Store & OperationsStore;
+  clock: Clock;
+  random: Random;
+}
+
+export function actorOf(p: Principal): string {
+  return p.kind === 'tenant'
+    ? `tenant_key:${p.keyId}`
+    : p.kind === 'producer'
+      ? `producer_key:${p.keyId}`
+      : 'operator';
+}
+
+/** Appends to the tenant's audit trail (ADR-16: independent of delivery telemetry). */
+export async function audit(
+  deps: OperationsDeps,
+  e: {
+    tenantId: string;
+    principal: Principal;
+    action: string;
+    targetType: string;
+    targetId: string;
+    details?: object;
+  },
+): Promise<void> {
+  const now = deps.clock.now();
+  await deps.store.auditAppend({
+    record: {
+      id: newId('audit', now, deps.random.bytes(10)),
+      tenantId: e.tenantId,
+      actor: actorOf(e.principal),
+      action: e.action,
+      targetType: e.targetType,
+      targetId: e.targetId,
+      details: { ...(e.details ?? {}) },
+      createdAt: now,
+    },
+  });
+}
+
+export function deliveryIds(deps: OperationsDeps, now: number): DeliveryIdFactory {
+  return {
+    delivery: () => newId('delivery', now, deps.random.bytes(10)),
+    webhookId: () => newId('message', now, deps.random.bytes(10)),
+  };
+}
+
+const percentile = (sorted: number[], q: number): number | null =>
+  sorted.length === 0 ? null : (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number);
+
+const rate = (s: { attempts: number; successes: number }) =>
+  s.attempts === 0 ? null : Math.round((s.successes / s.attempts) * 10_000) / 100;
+
+async function endpointOr404(deps: OperationsDeps, tenantId: string | null, id: string) {
+  const endpoint = await deps.store.endpointGet({ id, tenantId });
+  if (!endpoint) throw new ApiError('not_found', 'No such endpoint.');
+  return endpoint;
+}
+
+export async function endpointHealth(deps: OperationsDeps, tenantId: string | null, id: string) {
+  const endpoint = await endpointOr404(deps, tenantId, id);
+  const now = deps.clock.now();
+  const [view, hour, day, backlog] = await Promise.all([
+    deps.store.endpointRuntime({ endpointId: id }),
+    deps.store.attemptStats({ endpointId: id, since: now - HOUR }),
+    deps.store.attemptStats({ endpointId: id, since: now - 24 * HOUR }),
+    deps.store.backlogStats({ endpointId: id }),
+  ]);
+  if (!view) throw new ApiError('not_found', 'No such endpoint.');
+  const { runtime } = view;
+  const circuit = effectiveCircuitState(runtime.circuit, now);
+  const health = assessHealth({
+    disabled: endpoint.status === 'disabled',
+    circuit,
+    consecutiveFailures: runtime.circuit.consecutiveFailures,
+    lastHour: hour,
+    last24h: { attempts: day.attempts, successes: day.successes, deadLetters: day.deadLetters },
+  });
+  const oldest = backlog.oldestCreatedAt;
+  return {
+    endpoint_id: id,
+    state: health.state,
+    reasons: health.reasons,
+    disabled_reason: endpoint.disabledReason,
+    circuit: {
+      state: circuit,
+      consecutive_failures: runtime.circuit.consecutiveFailures,
+      opened_at: iso(runtime.circuit.openedAt),
+      next_probe_at: circuit === 'closed' ? null : iso(nextProbeAt(runtime.circuit)),
+    },
+    concurrency: {
+      max: endpoint.maxConcurrency,
+      effective: effectiveCap(endpoint.maxConcurrency, runtime.circuit.closedAt, now),
+      in_flight: view.inflight,
+      ramp_ends_at: iso(ramp(runtime.circuit.closedAt, now)),
+    },
+    success_rate_percent: { last_hour: rate(hour), last_24h: rate(day) },
+    attempts: { last_hour: hour.attempts, last_24h: day.attempts, dead_letters_24h: day.deadLetters },
+    latency_ms: {
+      platform: { p50: percentile(hour.platformMs, 0.5), p99: percentile(hour.platformMs, 0.99) },
+      consumer: { p50: percentile(hour.consumerMs, 0.5), p99: percentile(hour.consumerMs, 0.99) },
+    },
+    backlog: {
+      depth: backlog.pending,
+      dead_letters: backlog.deadLetters,
+      oldest_pending_age_seconds: oldest === null ? null : Math.max(0, Math.round((now - oldest) / 1000)),
+    },
+    last_success_at: iso(runtime.lastSuccessAt),
+    last_failure_at: iso(runtime.lastFailureAt),
+    failing_since: iso(runtime.failingSince),
+  };
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+const ramp = (closedAt: number | null, now: number) => {
+  const end = rampEndsAt(closedAt);
+  return end !== null && end > now ? end : null;
+};
+
+export async function endpointBacklog(deps: OperationsDeps, tenantId: string | null, id: string) {
+  const endpoint = await endpointOr404(deps, tenantId, id);
+  const now = deps.clock.now();
+  const [backlog, hour] = await Promise.all([
+    deps.store.backlogStats({ endpointId: id }),
+    deps.store.attemptStats({ endpointId: id, since: now - 24 * HOUR }),
+  ]);
+  const total = backlog.pending + backlog.deadLetters;
+  return {
+    endpoint_id: id,
+    status: endpoint.status,
+    count: total,
+    pending: backlog.pending,
+    dead_letters: backlog.deadLetters,
+    oldest_created_at: iso(backlog.oldestCreatedAt),
+    estimated_drain_seconds: estimateDrainSeconds({
+      backlog: total,
+      effectiveCap: endpoint.maxConcurrency,
+      p50LatencyMs: percentile(hour.consumerMs, 0.5),
+    }),
+  };
+}
+
+export async function enableEndpoint(
+  deps: OperationsDeps,
+  principal: Principal,
+  tenantId: string,
+  id: string,
+  choice: BacklogChoice,
+) {
+  const now = deps.clock.now();
+  const result = await deps.store.endpointEnable({ id, tenantId, choice, now, ids: deliveryIds(deps, now) });
+  if (!result) {
+    const endpoint = await endpointOr404(deps, tenantId, id);
+    throw new ApiError('conflict', `The endpoint is ${endpoint.status}, not disabled.`, {
+      status: endpoint.status,
+    });
+  }
+  await audit(deps, {
+    tenantId,
+    principal,
+    action: 'endpoint.enabled',
+    targetType: 'endpoint',
+    targetId: id,
+    details: {
+      backlog: choice.kind,
+      ...(choice.kind === 'resume_from' ? { resume_from: iso(choice.at) } : {}),
+      requeued: result.requeued,
+      skipped: result.skipped,
+    },
+  });
+  return result;
+}
+
+export async function replayDelivery(
+  deps: OperationsDeps,
+  principal: Principal,
+  tenantId: string,
+  id: string,
+) {
+  const now = deps.clock.now();
+  const result = await deps.store.deliveryReplay({ id, tenantId, now, ids: deliveryIds(deps, now) });
+  if (result === 'not_found') throw new ApiError('not_found', 'No such delivery.');
+  if (result === 'endpoint_gone')
+    throw new ApiError('conflict', 'The endpoint of this delivery was deleted.');
+  await audit(deps, {
+    tenantId,
+    principal,
+    action: 'delivery.replayed',
+    targetType: 'delivery',
+    targetId: id,
+    details: { replay_id: result.id },
+  });
+  return result;
+}
