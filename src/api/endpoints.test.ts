@@ -184,20 +184,18 @@ describe.each(STORE_KINDS)('endpoints API on %s', (kind) => {
         body: { backlog: 'deliver' },
       });
       expect(on.status).toBe(200);
-      expect(on.body).toMatchObject({ status: 'enabled', disabled_reason: null });
+      expect(on.body.endpoint).toMatchObject({ status: 'enabled', disabled_reason: null });
+      expect(on.body).toMatchObject({ requeued: 0, skipped: 0 });
+      // Enabling an enabled endpoint is a conflict; the backlog choice is required.
       const onAgain = await asTenant(acme)({
-        method: 'POST',
-        url: `/v1/endpoints/${ep.id}/enable`,
-        body: {},
-      });
-      expect(onAgain.status).toBe(200);
-      const skip = await asTenant(acme)({
         method: 'POST',
         url: `/v1/endpoints/${ep.id}/enable`,
         body: { backlog: 'skip' },
       });
-      expect(skip.status).toBe(400);
-      expect(skip.body.error.code).toBe('validation_failed');
+      expect(onAgain.status).toBe(409);
+      const noChoice = await asTenant(acme)({ method: 'POST', url: `/v1/endpoints/${ep.id}/enable`, body: {} });
+      expect(noChoice.status).toBe(400);
+      expect(noChoice.body.error.code).toBe('validation_failed');
 
       const del = await asTenant(acme)({ method: 'DELETE', url: `/v1/endpoints/${ep.id}` });
       expect(del.status).toBe(204);
@@ -218,7 +216,7 @@ describe.each(STORE_KINDS)('endpoints API on %s', (kind) => {
         { method: 'PATCH', url: `/v1/endpoints/${ep.id}`, body: { description: 'x' } },
         { method: 'DELETE', url: `/v1/endpoints/${ep.id}` },
         { method: 'POST', url: `/v1/endpoints/${ep.id}/disable` },
-        { method: 'POST', url: `/v1/endpoints/${ep.id}/enable` },
+        { method: 'POST', url: `/v1/endpoints/${ep.id}/enable`, body: { backlog: 'deliver' } },
         { method: 'POST', url: `/v1/endpoints/${ep.id}/secrets`, body: {} },
         { method: 'GET', url: `/v1/endpoints/${ep.id}/secrets` },
         { method: 'DELETE', url: `/v1/endpoints/${ep.id}/secrets/${sid}` },

@@ -6,6 +6,7 @@
  * Times are integer milliseconds since the Unix epoch throughout.
  */
 import type { DeliveryStore } from './delivery-store.ts';
+import type { OperationsStore } from './operations-store.ts';
 
 export interface StoreCapabilities {
   /** Several processes may share this store (PostgreSQL). SQLite is one process. */
@@ -79,7 +80,7 @@ export class StoreUnavailableError extends Error {
   }
 }
 
-export interface Store extends DeliveryStore {
+export interface Store extends DeliveryStore, OperationsStore {
   readonly capabilities: StoreCapabilities;
   /** Applies pending numbered migrations; safe to call concurrently from several processes. */
   migrate(): Promise<void>;

@@ -494,8 +494,7 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
       //    at its ramped cap is passed over without being served, as in the sequential reference.
       const runtimes = cands.map((cd) => parseRuntime(cd.runtime));
       const free = cands.map(
-        (cd, i) =>
-          effectiveCap(cd.max_concurrency, runtimes[i]!.circuit.closedAt, now) - cd.inflight,
+        (cd, i) => effectiveCap(cd.max_concurrency, runtimes[i]!.circuit.closedAt, now) - cd.inflight,
       );
       const room = cands.map((cd, i) =>
         cd.ordering === 'endpoint'
@@ -646,13 +645,20 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
    * Writes changed projection rows by primary key and, in the same statement, the in-flight counts and due times
    * of `endpoints` (sorted; `released` in-flight slots each). The recompute cannot see this statement's own
    * writes: changed ids are excluded, and those left pending and unleased are folded in through `extra`.
+   * Completion also passes the endpoints' updated runtimes (`runtimes`; the due time is recomputed only for
+   * `touched` endpoints, whose deliveries changed) and the notices they call for (`notices`).
    */
   const writeProjection = (
     c: Db,
     changed: ProjectionRow[],
     endpoints: string[],
-    released: Map<string, number>,
-    now: number,
+    o: {
+      released: Map<string, number>;
+      now: number;
+      touched?: Set<string>;
+      runtimes?: Map<string, EndpointRuntime>;
+      notices?: NewNotification[];
+    },
   ) => {
     const extra = new Map<string, number>();
     for (const r of changed) {
@@ -660,6 +666,11 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
       extra.set(r.endpoint_id, Math.min(extra.get(r.endpoint_id) ?? r.next_attempt_at, r.next_attempt_at));
     }
     const col = <K extends keyof ProjectionRow>(k: K) => changed.map((r) => r[k]);
+    const saved = endpoints.map((id) => {
+      const rt = o.runtimes?.get(id);
+      return rt ? runtimeColumns(rt) : null;
+    });
+    const notices = o.notices ?? [];
     return c.query(
       `WITH written AS (
          UPDATE deliveries d
@@ -669,17 +680,29 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
            FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::int[], $10::bigint[], $11::bigint[],
                        $12::text[], $13::bigint[])
                 AS u(id, status, reason, next_at, attempts, first_at, last_at, owner, until)
-          WHERE d.id = u.id)
+          WHERE d.id = u.id)${
+            notices.length > 0
+              ? `,
+       noticed AS (${insertNotificationsSql(19, '$4::bigint')})`
+              : ''
+          }
        UPDATE endpoint_queue q
           SET inflight = GREATEST(q.inflight - u.n, 0),
-              next_due_at = ${recomputeDue({ exclude: '$5::text[]', extra: 'u.extra' })}
-         FROM unnest($1::text[], $2::int[], $3::bigint[]) AS u(endpoint_id, n, extra)
+              next_due_at = CASE WHEN u.touched
+                                 THEN ${recomputeDue({ exclude: '$5::text[]', extra: 'u.extra' })}
+                                 ELSE q.next_due_at END,
+              runtime = COALESCE(u.runtime, q.runtime),
+              failing_since = CASE WHEN u.runtime IS NULL THEN q.failing_since ELSE u.failing_since END,
+              digest_due_at = CASE WHEN u.runtime IS NULL THEN q.digest_due_at ELSE u.digest_due_at END
+         FROM unnest($1::text[], $2::int[], $3::bigint[], $14::boolean[], $15::text[], $16::bigint[],
+                     $17::bigint[])
+              AS u(endpoint_id, n, extra, touched, runtime, failing_since, digest_due_at)
         WHERE q.endpoint_id = u.endpoint_id`,
       [
         endpoints,
-        endpoints.map((id) => released.get(id) ?? 0),
+        endpoints.map((id) => o.released.get(id) ?? 0),
         endpoints.map((id) => extra.get(id) ?? null),
-        now,
+        o.now,
         col('id'),
         col('status'),
         col('status_reason'),
@@ -689,6 +712,11 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
         col('last_attempt_at'),
         col('lease_owner'),
         col('lease_until'),
+        endpoints.map((id) => o.touched?.has(id) ?? true),
+        saved.map((x) => x?.json ?? null),
+        saved.map((x) => x?.failingSince ?? null),
+        saved.map((x) => x?.digestDueAt ?? null),
+        ...(notices.length > 0 ? [null, ...notificationValues(notices)] : []),
       ],
     );
   };
@@ -696,27 +724,53 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
   const PROJECTION_COLUMNS =
     'id, endpoint_id, status, status_reason, attempts, next_attempt_at, first_attempt_at, last_attempt_at, lease_owner, lease_until';
 
-  async function complete(completions: AttemptCompletion[], now: number) {
+  /** What completion needs of an endpoint besides its queue row, read after the queue row lock is held. */
+  type CompletionRow = ProjectionRow & {
+    ep_id: string;
+    ep_status: EndpointRecord['status'];
+    ep_url: string;
+    ep_tenant_id: string;
+    notification_email: string | null;
+  };
+
+  async function complete(
+    completions: AttemptCompletion[],
+    now: number,
+    ids: { notification(): string } | undefined,
+  ) {
     // Sorted by endpoint (lock order); stable, so completions of one delivery keep their input order.
     const sorted = [...completions].sort((a, b) => cmp(a.attempt.endpointId, b.attempt.endpointId));
     const endpointIds = [...new Set(sorted.map((x) => x.attempt.endpointId))];
     const a = (f: (x: AttemptRecord) => unknown) => sorted.map((x) => f(x.attempt));
+    const notificationId = () => (ids ? ids.notification() : newId('notification', now, randomBytes(10)));
 
     await tx(async (c) => {
-      const locked = new Set(
-        (await c.query<{ endpoint_id: string }>(LOCK_QUEUE_ROWS, [endpointIds])).rows.map(
-          (r) => r.endpoint_id,
-        ),
+      // The queue rows, locked, with the runtime records on them (current versions: they are what was locked).
+      const locked = new Map(
+        (
+          await c.query<{ endpoint_id: string; runtime: string | null }>(
+            `SELECT endpoint_id, runtime FROM endpoint_queue WHERE endpoint_id = ANY($1::text[])
+              ORDER BY endpoint_id FOR UPDATE`,
+            [endpointIds],
+          )
+        ).rows.map((r) => [r.endpoint_id, parseRuntime(r.runtime)]),
       );
-      // The attempts (always appended: the log records what happened) and the current projection rows.
-      const current = await c.query<ProjectionRow>(
+      // The attempts (always appended: the log records what happened), and per endpoint its status, URL and
+      // tenant channel with the current projection rows of its completed deliveries. A later statement than the
+      // lock, so it sees what the previous holder of the queue rows committed (a disable above all).
+      const current = await c.query<CompletionRow>(
         `WITH appended AS (
            INSERT INTO attempts (${ATTEMPT_COLUMNS})
            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[],
                                 $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], $11::int[], $12::text[],
                                 $13::text[], $14::text[], $15::text[], $16::text[], $17::bigint[], $18::bigint[],
                                 $19::bigint[]))
-         SELECT ${PROJECTION_COLUMNS} FROM deliveries WHERE id = ANY($2::text[])`,
+         SELECT e.id AS ep_id, e.status AS ep_status, e.url AS ep_url, e.tenant_id AS ep_tenant_id,
+                t.notification_email, ${prefixed('d', PROJECTION_COLUMNS)}
+           FROM endpoints e
+           LEFT JOIN tenants t ON t.id = e.tenant_id
+           LEFT JOIN deliveries d ON d.id = ANY($2::text[]) AND d.endpoint_id = e.id
+          WHERE e.id = ANY($20::text[])`,
         [
           a((x) => x.id),
           a((x) => x.deliveryId),
@@ -737,18 +791,39 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
           a((x) => x.queueMs),
           a((x) => x.platformMs),
           a((x) => x.consumerMs),
+          [...locked.keys()],
         ],
       );
+      const endpoints = new Map<
+        string,
+        { rt: EndpointRuntime; disabled: boolean; url: string; tenantId: string; email: string | null }
+      >();
+      const rows = new Map<string, ProjectionRow>();
+      for (const r of current.rows) {
+        if (!endpoints.has(r.ep_id)) {
+          endpoints.set(r.ep_id, {
+            rt: locked.get(r.ep_id)!,
+            disabled: r.ep_status !== 'enabled',
+            url: r.ep_url,
+            tenantId: r.ep_tenant_id,
+            email: r.notification_email,
+          });
+        }
+        if (r.id !== null) rows.set(r.id, r);
+      }
+
       // Applied in order, exactly as the sequential reference does, on rows nobody else can change now.
-      const rows = new Map(current.rows.map((r) => [r.id, r]));
       const changed = new Set<ProjectionRow>();
       const released = new Map<string, number>();
       const touched = new Set<string>();
+      const notices: NewNotification[] = [];
       for (const x of sorted) {
         const r = rows.get(x.attempt.deliveryId);
+        let wrote = false;
         // Unknown, or filed under an endpoint whose queue row this transaction does not hold: not ours to write.
-        if (!r || !locked.has(r.endpoint_id) || r.endpoint_id !== x.attempt.endpointId) continue;
-        if (r.lease_owner === x.leaseOwner && r.status === 'pending') {
+        if (!r || !locked.has(r.endpoint_id) || r.endpoint_id !== x.attempt.endpointId) {
+          // (nothing to write)
+        } else if (r.lease_owner === x.leaseOwner && r.status === 'pending') {
           r.status = x.next.status;
           r.status_reason = x.next.status === 'dead' ? x.next.reason : null;
           r.next_attempt_at = x.next.status === 'pending' ? x.next.nextAttemptAt : null;
@@ -757,6 +832,7 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
           r.last_attempt_at = x.attempt.startedAt;
           r.lease_owner = null;
           r.lease_until = null;
+          wrote = true;
           changed.add(r);
           released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
           touched.add(r.endpoint_id);
@@ -771,8 +847,49 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
           }
           touched.add(r.endpoint_id);
         }
+        // Circuit, streak and health learn from every attempt that happened; a notice only for a dead letter
+        // this completion actually wrote. Health changes before any notice goes out (same transaction, ADR-09).
+        const ep = endpoints.get(x.attempt.endpointId);
+        if (!ep) continue;
+        const at = x.attempt;
+        const applied = applyAttempt(
+          ep.rt,
+          {
+            at: at.finishedAt,
+            outcome: at.outcome,
+            circuitOpen: at.errorClass === 'circuit_open',
+            probe: x.probe === true,
+            deadLetter:
+              wrote && x.next.status === 'dead'
+                ? at.outcome === 'permanent'
+                  ? 'permanent_failure'
+                  : 'dead_letter'
+                : null,
+          },
+          ep.disabled,
+        );
+        ep.rt = applied.runtime;
+        for (const notice of applied.notices) {
+          notices.push({
+            id: notificationId(),
+            tenantId: ep.tenantId,
+            endpointId: at.endpointId,
+            kind: notice.cause,
+            ...noticeText(notice.cause, {
+              endpointId: at.endpointId,
+              url: ep.url,
+              at: at.finishedAt,
+              count: notice.digested,
+            }),
+            emailTo: ep.email,
+          });
+        }
       }
-      if (touched.size > 0) await writeProjection(c, [...changed], [...touched].sort(cmp), released, now);
+      const runtimes = new Map([...endpoints].map(([id, ep]) => [id, ep.rt]));
+      const all = [...new Set([...touched, ...runtimes.keys()])].sort(cmp);
+      if (all.length > 0) {
+        await writeProjection(c, [...changed], all, { released, now, touched, runtimes, notices });
+      }
     });
   }
 
@@ -802,7 +919,7 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
         r.lease_until = null;
         released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
       }
-      await writeProjection(c, expired, [...released.keys()].sort(cmp), released, now);
+      await writeProjection(c, expired, [...released.keys()].sort(cmp), { released, now });
       return expired.length;
     });
   }
@@ -985,8 +1102,8 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
     fanoutRun: ({ now, limit, ids }) => fanoutRun(now, limit, ids),
     deliveryLease: ({ owner, now, limit, perEndpoint, leaseMs }) =>
       lease(owner, now, limit, perEndpoint, leaseMs),
-    async deliveryComplete({ completions, now }) {
-      if (completions.length > 0) await complete(completions, now);
+    async deliveryComplete({ completions, now, ids }) {
+      if (completions.length > 0) await complete(completions, now, ids);
     },
     deliveryExpireLeases: ({ now }) => expire(now),
 

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { readScope } from '../../app/auth.ts';
+import { audit } from '../../app/endpoint-operations.ts';
 import {
   createEndpoint,
   deleteEndpoint,
@@ -79,6 +80,18 @@ export const endpointRoutes = (deps: ApiDeps) => async (app: FastifyInstance) =>
         maxConcurrency: req.body.max_concurrency,
         headers: req.body.headers,
       });
+      await audit(deps, {
+        tenantId,
+        principal: req.principal,
+        action: 'endpoint.created',
+        targetType: 'endpoint',
+        targetId: created.endpoint.id,
+        details: {
+          url: created.endpoint.url,
+          event_types: created.endpoint.eventTypes,
+          secret_id: created.secret.id,
+        },
+      });
       return reply.status(201).send({
         ...endpointJson(created.endpoint),
         secret: { ...secretJson(created.secret), secret: created.secretValue },
@@ -157,6 +170,14 @@ export const endpointRoutes = (deps: ApiDeps) => async (app: FastifyInstance) =>
           headers: b.headers,
         },
       });
+      await audit(deps, {
+        tenantId,
+        principal: req.principal,
+        action: b.url !== undefined ? 'endpoint.url_changed' : 'endpoint.updated',
+        targetType: 'endpoint',
+        targetId: updated.id,
+        details: { changed: Object.keys(b) },
+      });
       return endpointJson(updated);
     },
   );
@@ -172,7 +193,15 @@ export const endpointRoutes = (deps: ApiDeps) => async (app: FastifyInstance) =>
       },
     },
     async (req, reply) => {
-      await deleteEndpoint(deps, requireTenant(req.principal), req.params.id);
+      const tenantId = requireTenant(req.principal);
+      await deleteEndpoint(deps, tenantId, req.params.id);
+      await audit(deps, {
+        tenantId,
+        principal: req.principal,
+        action: 'endpoint.deleted',
+        targetType: 'endpoint',
+        targetId: req.params.id,
+      });
       return reply.status(204).send();
     },
   );
@@ -190,13 +219,17 @@ export const endpointRoutes = (deps: ApiDeps) => async (app: FastifyInstance) =>
         response: { 200: Endpoint, ...errorResponses(400, 401, 403, 404, 415) },
       },
     },
-    async (req) =>
-      endpointJson(
-        await setEndpointStatus(deps, {
-          tenantId: requireTenant(req.principal),
-          id: req.params.id,
-          status: 'disabled',
-        }),
-      ),
+    async (req) => {
+      const tenantId = requireTenant(req.principal);
+      const endpoint = await setEndpointStatus(deps, { tenantId, id: req.params.id, status: 'disabled' });
+      await audit(deps, {
+        tenantId,
+        principal: req.principal,
+        action: 'endpoint.disabled',
+        targetType: 'endpoint',
+        targetId: endpoint.id,
+      });
+      return endpointJson(endpoint);
+    },
   );
 };

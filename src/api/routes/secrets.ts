@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { readScope } from '../../app/auth.ts';
+import { audit } from '../../app/endpoint-operations.ts';
 import {
   DEFAULT_ROTATION_OVERLAP_SECONDS,
   listSecrets,
@@ -37,10 +38,19 @@ export const secretRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
       },
     },
     async (req, reply) => {
+      const tenantId = requireTenant(req.principal);
       const rotated = await rotateSecret(deps, {
-        tenantId: requireTenant(req.principal),
+        tenantId,
         endpointId: req.params.id,
         overlapSeconds: req.body.overlap_seconds ?? DEFAULT_ROTATION_OVERLAP_SECONDS,
+      });
+      await audit(deps, {
+        tenantId,
+        principal: req.principal,
+        action: 'secret.rotated',
+        targetType: 'endpoint',
+        targetId: req.params.id,
+        details: { secret_id: rotated.secret.id, previous_id: rotated.previous?.id ?? null },
       });
       return reply.status(201).send({
         ...secretJson(rotated.secret),
@@ -85,10 +95,15 @@ export const secretRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
       },
     },
     async (req, reply) => {
-      await retireSecret(deps, {
-        tenantId: requireTenant(req.principal),
-        endpointId: req.params.id,
-        secretId: req.params.sid,
+      const tenantId = requireTenant(req.principal);
+      await retireSecret(deps, { tenantId, endpointId: req.params.id, secretId: req.params.sid });
+      await audit(deps, {
+        tenantId,
+        principal: req.principal,
+        action: 'secret.retired',
+        targetType: 'endpoint',
+        targetId: req.params.id,
+        details: { secret_id: req.params.sid },
       });
       return reply.status(204).send();
     },
