@@ -182,3 +182,25 @@ describe.each(STORE_KINDS)('API on %s', (kind) => {
     expect(Object.keys(doc.body.paths)).toContain('/v1/events');
   });
 });
+
+describe('metrics', () => {
+  it('exposes Prometheus counters for accepted events and attempts', async () => {
+    const t = await createTestApp('sqlite');
+    try {
+      const tenant = (await t.request({ method: 'POST', url: '/v1/tenants', body: { name: 'M' } })).body;
+      await t.request({
+        method: 'POST',
+        url: '/v1/events',
+        body: { tenant_id: tenant.id, type: 'm.x', data: {} },
+      });
+      const res = await t.hookrail.app!.inject({ method: 'GET', url: '/metrics' });
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['content-type']).toContain('text/plain');
+      expect(res.body).toMatch(/^hookrail_events_accepted_total 1$/m);
+      expect(res.body).toMatch(/^hookrail_backlog_deliveries 0$/m);
+      expect(res.body).toMatch(/^hookrail_circuits_open 0$/m);
+    } finally {
+      await t.close();
+    }
+  });
+});

@@ -21,6 +21,7 @@ import { MAX_EVENT_BODY_BYTES } from '../domain/event-rules.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { DestinationChecker } from '../ports/http-sender.ts';
 import type { KeyService } from '../ports/key-service.ts';
+import type { Metrics } from '../ports/metrics.ts';
 import { type Store, StoreUnavailableError } from '../ports/store.ts';
 import { deliveryRoutes } from './routes/deliveries.ts';
 import { egressRangeRoutes } from './routes/egress-ranges.ts';
@@ -46,6 +47,7 @@ export interface ApiDeps {
   committer: GroupCommitter | null;
   logger: Logger | false;
   version: string;
+  metrics: Metrics | null;
   /** Roles this process serves; routes of absent roles answer 404. */
   serves: { intake: boolean; control: boolean };
   /** Registration-time destination check (address guard); endpoints skip it when absent. */

@@ -193,7 +193,11 @@ describe.each(STORE_KINDS)('endpoints API on %s', (kind) => {
         body: { backlog: 'skip' },
       });
       expect(onAgain.status).toBe(409);
-      const noChoice = await asTenant(acme)({ method: 'POST', url: `/v1/endpoints/${ep.id}/enable`, body: {} });
+      const noChoice = await asTenant(acme)({
+        method: 'POST',
+        url: `/v1/endpoints/${ep.id}/enable`,
+        body: {},
+      });
       expect(noChoice.status).toBe(400);
       expect(noChoice.body.error.code).toBe('validation_failed');
 

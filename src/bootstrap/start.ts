@@ -5,6 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { createLocalKeyService, loadOrCreateMasterKey } from '../adapters/crypto/envelope.ts';
+import { createPromMetrics } from '../adapters/metrics/prom-metrics.ts';
 import { systemClock, systemRandom } from '../adapters/system-clock.ts';
 import { buildApi } from '../api/build-api.ts';
 import { Authenticator } from '../app/auth.ts';
@@ -68,7 +69,12 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
   const now = () => clock.now();
   const roles = new Set(config.roles);
   const sender = opts.sender ?? (roles.has('delivery') ? createSender(config, clock) : null);
+  const metrics = createPromMetrics({
+    queueStats: () => store.queueStats(),
+    defaultMetrics: opts.listen !== false,
+  });
   const workers = createWorkers({
+    metrics,
     config,
     store,
     keys,
@@ -104,6 +110,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
       logger,
       version: VERSION,
       serves,
+      metrics,
       destinations: opts.destinations ?? createDestinationChecker(config),
       egressRangesFile: config.egressRangesFile,
     });

@@ -8,6 +8,7 @@ import type { Config } from '../config/config.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { HttpSender } from '../ports/http-sender.ts';
 import type { KeyService } from '../ports/key-service.ts';
+import type { Metrics } from '../ports/metrics.ts';
 import type { OperationsStore } from '../ports/operations-store.ts';
 import type { Store } from '../ports/store.ts';
 import { DeliveryWorker } from '../worker/delivery-worker.ts';
@@ -33,6 +34,7 @@ export function createWorkers(deps: {
   logger: Logger | null;
   sender: HttpSender | null;
   userAgent: string;
+  metrics: Metrics | null;
 }): Workers {
   const { config, store, clock, random, logger } = deps;
   const roles = new Set(config.roles);
@@ -65,6 +67,7 @@ export function createWorkers(deps: {
       pollMs: config.pollMs,
       wake: deliveriesCreated,
       logger,
+      metrics: deps.metrics,
       attempt: {
         sender: deps.sender,
         clock,

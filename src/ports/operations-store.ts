@@ -67,4 +67,7 @@ export interface OperationsStore {
   auditAppend(p: { record: AuditRecord }): Promise<void>;
   /** Oldest first when `ascending` (exports), newest first otherwise. */
   auditList(p: ListParams & { tenantId: string | null; ascending?: boolean }): Promise<Page<AuditRecord>>;
+
+  /** For metrics: pending deliveries across all endpoints, and endpoints whose circuit is not closed. */
+  queueStats(): Promise<{ pending: number; circuitsOpen: number }>;
 }

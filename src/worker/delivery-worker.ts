@@ -18,6 +18,7 @@ import { type AttemptDeps, deliverAttempt } from '../app/deliver-attempt.ts';
 import type { Signal } from '../app/signal.ts';
 import { newId } from '../domain/ids.ts';
 import type { AttemptCompletion, LeasedDelivery } from '../ports/delivery-store.ts';
+import type { Metrics } from '../ports/metrics.ts';
 import type { Store } from '../ports/store.ts';
 
 export interface DeliveryWorkerOptions {
@@ -33,6 +34,7 @@ export interface DeliveryWorkerOptions {
   /** Poked by fan-out in this process when new work exists. */
   wake: Signal;
   logger: Logger | null;
+  metrics: Metrics | null;
 }
 
 export class DeliveryWorker {
@@ -99,6 +101,15 @@ export class DeliveryWorker {
     this.active++;
     deliverAttempt(this.opts.attempt, leased, this.opts.owner)
       .then((completion) => {
+        const a = completion.attempt;
+        this.opts.metrics?.attemptRecorded({
+          outcome: a.outcome,
+          errorClass: a.errorClass,
+          deadLettered: completion.next.status === 'dead',
+          queueMs: a.queueMs,
+          platformMs: a.platformMs,
+          consumerMs: a.consumerMs,
+        });
         this.pending.push(completion);
         this.scheduleFlush();
       })

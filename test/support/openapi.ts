@@ -21,6 +21,7 @@ export async function generateOpenApi(): Promise<unknown> {
     tenants: new TenantDirectory({ store, now, cacheMs: 0 }),
     committer: new GroupCommitter({ store, now, idempotencyWindowMs: 1, maxBatch: 1, maxInFlight: 1 }),
     logger: false,
+    metrics: null,
     version: VERSION,
     serves: { intake: true, control: true },
   });

@@ -11,6 +11,7 @@
 
 import type { PoolClient, QueryResultRow } from 'pg';
 import pg from 'pg';
+import type { OperationsStore } from '../../ports/operations-store.ts';
 import {
   type ApiKeyKind,
   type ApiKeyRecord,
@@ -24,6 +25,7 @@ import {
 import { createPostgresDeliveryStore, lockTenantGate } from './delivery-store.ts';
 import { EVENT_COLUMNS, type EventRow, insertEventBatch, toEvent } from './event-batch.ts';
 import { assertSchemaName, runMigrations } from './migrate.ts';
+import { createPostgresOperationsStore } from './operations-store.ts';
 import { isRetryableTransactionError, isUnavailableError } from './pg-errors.ts';
 
 export interface PostgresStoreOptions {
@@ -103,7 +105,7 @@ function warn(logger: unknown, obj: Record<string, unknown>, msg: string): void 
   if (typeof fn === 'function') fn.call(logger, obj, msg);
 }
 
-export function createPostgresStore(opts: PostgresStoreOptions): Store {
+export function createPostgresStore(opts: PostgresStoreOptions): Store & OperationsStore {
   const schema = opts.schema ?? null;
   if (schema !== null) assertSchemaName(schema);
 
@@ -176,8 +178,9 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store {
     }
   }
 
-  const store: Store = {
+  const store: Store & OperationsStore = {
     ...createPostgresDeliveryStore({ query, tx }),
+    ...createPostgresOperationsStore({ query, tx }),
     capabilities: { multiProcess: true, kind: 'postgres' },
 
     async migrate() {

@@ -438,6 +438,14 @@ export function createSqliteOperationsStore(
         .immediate();
     },
 
+    async queueStats() {
+      const pending = st("SELECT count(*) AS n FROM deliveries WHERE status = 'pending'").get() as Row;
+      const open = st(
+        "SELECT count(*) AS n FROM endpoint_queue WHERE json_extract(runtime, '$.circuit.state') IN ('open', 'half_open')",
+      ).get() as Row;
+      return { pending: pending.n as number, circuitsOpen: open.n as number };
+    },
+
     async auditAppend({ record }) {
       audit(record);
     },

@@ -29,6 +29,7 @@ async function api(egressRangesFile?: string) {
       tenants: new TenantDirectory({ store, now, cacheMs: 0 }),
       committer: null,
       logger: false,
+      metrics: null,
       version: 'test',
       serves: { intake: false, control: true },
       ...(egressRangesFile ? { egressRangesFile } : {}),

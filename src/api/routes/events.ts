@@ -64,6 +64,7 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
           },
         );
         if (replayed) reply.header('idempotent-replayed', 'true');
+        else deps.metrics?.eventAccepted();
         return reply
           .status(replayed ? 200 : 202)
           .send({ id: event.id, type: event.type, created_at: iso(event.createdAt) });

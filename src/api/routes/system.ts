@@ -28,4 +28,16 @@ export const systemRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
   });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  // Prometheus scrape endpoint (no auth, like /healthz: bind the listener to a private interface or filter it).
+  const metrics = deps.metrics;
+  if (metrics) {
+    app.get('/metrics', { schema: { hide: true } }, async (_req, reply) => {
+      const { contentType, body } = await metrics.render();
+      return reply
+        .type(contentType)
+        .serializer((s: string) => s)
+        .send(body);
+    });
+  }
 };

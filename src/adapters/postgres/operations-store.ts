@@ -1,0 +1,552 @@
+/**
+ * PostgreSQL half of the operations store (src/ports/operations-store.ts): runtime records, statistics, re-enable,
+ * auto-disable, the notification outbox, replay and audit. Same behaviour as the SQLite reference
+ * (src/adapters/sqlite/operations-store.ts); the concurrency control follows the delivery store's rules
+ * (delivery-store.ts header):
+ *
+ * - One lock order for every writer — tenant gate, tenants, endpoints, endpoint_queue (sorted by endpoint_id),
+ *   deliveries — so these transactions never deadlock with leasing, completion, fan-out or each other.
+ * - The runtime record lives on the endpoint's queue row and is only read-modified-written under that row's lock.
+ * - Maintenance passes (auto-disable, digests) may run in several processes at once: they lock the queue rows
+ *   they act on `FOR UPDATE SKIP LOCKED` — a row another process holds is left for the next pass — and re-check
+ *   their condition on the locked (current) row before acting, so each disable or digest happens exactly once.
+ *   The outbox is claimed `FOR UPDATE SKIP LOCKED`: two mailers never claim the same notification.
+ */
+import { autoDisableDue } from '../../domain/endpoint-health.ts';
+import {
+  type EndpointRuntime,
+  parseRuntime,
+  reassess,
+  runtimeAfterEnable,
+} from '../../domain/endpoint-runtime.ts';
+import { ulid } from '../../domain/ids.ts';
+import { noticeText } from '../../domain/notice-text.ts';
+import type {
+  AuditRecord,
+  EndpointRecord,
+  NotificationKind,
+  NotificationRecord,
+} from '../../ports/delivery-store.ts';
+import type { OperationsStore } from '../../ports/operations-store.ts';
+import {
+  cmp,
+  type Db,
+  DELIVERY_COLUMNS,
+  type DeliveryRow,
+  ENDPOINT_COLUMNS,
+  type EndpointRow,
+  insertNotificationsSql,
+  lockTenantGate,
+  lockTenantGatesShared,
+  type NewNotification,
+  notificationValues,
+  type PostgresDeliveryStoreDeps,
+  prefixed,
+  recomputeDue,
+  runtimeColumns,
+  toDelivery,
+  toEndpoint,
+  toPage,
+  where,
+} from './delivery-store.ts';
+
+interface NotificationRow {
+  id: string;
+  tenant_id: string;
+  endpoint_id: string | null;
+  kind: NotificationKind;
+  subject: string;
+  body: string;
+  email_to: string | null;
+  status: NotificationRecord['status'];
+  attempts: number;
+  next_attempt_at: number | null;
+  last_error: string | null;
+  created_at: number;
+  sent_at: number | null;
+}
+
+interface AuditRow {
+  id: string;
+  tenant_id: string;
+  actor: string;
+  action: string;
+  target_type: string;
+  target_id: string;
+  details: string;
+  created_at: number;
+}
+
+const NOTIFICATION_COLUMNS =
+  'id, tenant_id, endpoint_id, kind, subject, body, email_to, status, attempts, next_attempt_at, last_error, created_at, sent_at';
+const AUDIT_COLUMNS = 'id, tenant_id, actor, action, target_type, target_id, details, created_at';
+
+const toNotification = (r: NotificationRow): NotificationRecord => ({
+  id: r.id,
+  tenantId: r.tenant_id,
+  endpointId: r.endpoint_id,
+  kind: r.kind,
+  subject: r.subject,
+  body: r.body,
+  emailTo: r.email_to,
+  status: r.status,
+  attempts: r.attempts,
+  nextAttemptAt: r.next_attempt_at,
+  lastError: r.last_error,
+  createdAt: r.created_at,
+  sentAt: r.sent_at,
+});
+
+const toAudit = (r: AuditRow): AuditRecord => ({
+  id: r.id,
+  tenantId: r.tenant_id,
+  actor: r.actor,
+  action: r.action,
+  targetType: r.target_type,
+  targetId: r.target_id,
+  details: JSON.parse(r.details),
+  createdAt: r.created_at,
+});
+
+/** Smallest attempt id minted at or after `ms` (ids are time-sortable), for index range scans by time. */
+const attemptIdFloor = (ms: number) => `att_${ulid(Math.max(0, ms), new Uint8Array(10))}`;
+
+/** int8[] comes back as strings (the pool parses only scalar int8 as numbers). */
+const numbers = (xs: Array<number | string>) => xs.map(Number);
+
+/** The fan-out gates of several tenants, exclusive, in the given (sorted) order: see lockTenantGate. */
+const lockTenantGates = (db: Db, sortedTenantIds: string[]) =>
+  db.query(
+    `SELECT pg_advisory_xact_lock(hashtextextended('hookrail.tenant:' || t, 0))
+       FROM unnest($1::text[]) WITH ORDINALITY AS u(t, ord) ORDER BY ord`,
+    [sortedTenantIds],
+  );
+
+/** A new pending delivery copying `$orig` (same event, endpoint and webhook-id), due at `$now`, as data-modifying SQL. */
+const insertReplaysSql = (newIds: string, origIds: string, now: string) =>
+  `INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id,
+     status, attempts, next_attempt_at, replayed_from, created_at, updated_at)
+   SELECT u.new_id, o.tenant_id, o.endpoint_id, o.event_id, o.event_seq, o.event_type, o.resource_id, o.webhook_id,
+          'pending', 0, ${now}, o.id, ${now}, ${now}
+     FROM unnest(${newIds}, ${origIds}) AS u(new_id, orig_id) JOIN deliveries o ON o.id = u.orig_id`;
+
+export function createPostgresOperationsStore({ query, tx }: PostgresDeliveryStoreDeps): OperationsStore {
+  const RECOMPUTE_DUE = recomputeDue();
+
+  const auditValues = (as: AuditRecord[]): unknown[] => [
+    as.map((a) => a.id),
+    as.map((a) => a.tenantId),
+    as.map((a) => a.actor),
+    as.map((a) => a.action),
+    as.map((a) => a.targetType),
+    as.map((a) => a.targetId),
+    as.map((a) => JSON.stringify(a.details)),
+    as.map((a) => a.createdAt),
+  ];
+  const insertAuditSql = (first: number) =>
+    `INSERT INTO audit_events (${AUDIT_COLUMNS})
+     SELECT * FROM unnest(${[0, 1, 2, 3, 4, 5, 6].map((i) => `$${first + i}::text[]`).join(', ')},
+                          $${first + 7}::bigint[])`;
+
+  return {
+    async endpointRuntime({ endpointId }) {
+      const res = await query<{ inflight: number; runtime: string | null }>(
+        'SELECT inflight, runtime FROM endpoint_queue WHERE endpoint_id = $1',
+        [endpointId],
+      );
+      const r = res.rows[0];
+      if (!r) return null;
+      return { endpointId, inflight: r.inflight, runtime: parseRuntime(r.runtime) };
+    },
+
+    async attemptStats({ endpointId, since }) {
+      // Counts over the whole window; latencies of the newest 1,000 only, sorted ascending.
+      const res = await query<{
+        attempts: number;
+        successes: number;
+        dead_letters: number;
+        platform_ms: Array<number | string>;
+        consumer_ms: Array<number | string>;
+      }>(
+        `WITH w AS (
+           SELECT id, outcome, platform_ms, consumer_ms FROM attempts
+            WHERE endpoint_id = $1 AND id >= $2 AND (error_class IS NULL OR error_class <> 'circuit_open')),
+         recent AS (SELECT platform_ms, consumer_ms FROM w ORDER BY id DESC LIMIT 1000)
+         SELECT (SELECT count(*) FROM w) AS attempts,
+                (SELECT count(*) FROM w WHERE outcome = 'delivered') AS successes,
+                (SELECT count(*) FROM deliveries
+                  WHERE endpoint_id = $1 AND status = 'dead' AND updated_at >= $3) AS dead_letters,
+                ARRAY(SELECT platform_ms FROM recent ORDER BY platform_ms) AS platform_ms,
+                ARRAY(SELECT consumer_ms FROM recent WHERE consumer_ms IS NOT NULL ORDER BY consumer_ms)
+                  AS consumer_ms`,
+        [endpointId, attemptIdFloor(since), since],
+      );
+      const r = res.rows[0]!;
+      return {
+        attempts: r.attempts,
+        successes: r.successes,
+        deadLetters: r.dead_letters,
+        platformMs: numbers(r.platform_ms),
+        consumerMs: numbers(r.consumer_ms),
+      };
+    },
+
+    async backlogStats({ endpointId }) {
+      // Dead letters of the current failure streak: failing_since is the runtime's, kept in step with it.
+      const res = await query<{
+        pending: number;
+        pending_oldest: number | null;
+        dead: number;
+        dead_oldest: number | null;
+      }>(
+        `SELECT p.n AS pending, p.oldest AS pending_oldest, d.n AS dead, d.oldest AS dead_oldest
+           FROM (SELECT count(*) AS n, min(created_at) AS oldest FROM deliveries
+                  WHERE endpoint_id = $1 AND status = 'pending') p,
+                (SELECT count(*) AS n, min(created_at) AS oldest FROM deliveries
+                  WHERE endpoint_id = $1 AND status = 'dead'
+                    AND updated_at >= (SELECT failing_since FROM endpoint_queue WHERE endpoint_id = $1)) d`,
+        [endpointId],
+      );
+      const r = res.rows[0]!;
+      const oldest = [r.pending_oldest, r.dead_oldest].filter((x): x is number => x !== null);
+      return {
+        pending: r.pending,
+        deadLetters: r.dead,
+        oldestCreatedAt: oldest.length > 0 ? Math.min(...oldest) : null,
+      };
+    },
+
+    async endpointEnable({ id, tenantId, choice, now, ids }) {
+      return tx(async (c) => {
+        // Lock order: the tenant gate (fan-out must not race the status change), the endpoint, its queue row.
+        await lockTenantGate(c, tenantId);
+        const e = await c.query<EndpointRow>(
+          `SELECT ${ENDPOINT_COLUMNS} FROM endpoints
+            WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL FOR UPDATE`,
+          [id, tenantId],
+        );
+        if (e.rows[0]?.status !== 'disabled') return null;
+        const q = await c.query<{ runtime: string | null }>(
+          'SELECT runtime FROM endpoint_queue WHERE endpoint_id = $1 FOR UPDATE',
+          [id],
+        );
+        const rt = parseRuntime(q.rows[0]?.runtime ?? null);
+        // The backlog: unleased pending deliveries, and the dead letters of the current streak. A later statement
+        // than the lock, so it sees everything the previous holder of the queue row committed.
+        const backlog = await c.query<{ id: string; status: string; ev_at: number }>(
+          `SELECT d.id, d.status, ev.created_at AS ev_at FROM deliveries d JOIN events ev ON ev.id = d.event_id
+            WHERE d.endpoint_id = $1
+              AND ((d.status = 'pending' AND d.lease_owner IS NULL) OR (d.status = 'dead' AND d.updated_at >= $2))
+            ORDER BY d.id`,
+          [id, rt.failingSince],
+        );
+        const keep = (evAt: number) =>
+          choice.kind === 'deliver' || (choice.kind === 'resume_from' && evAt >= choice.at);
+        const due: string[] = [];
+        const skip: string[] = [];
+        const replayOf: string[] = [];
+        const replayIds: string[] = [];
+        for (const r of backlog.rows) {
+          if (r.status === 'pending') (keep(r.ev_at) ? due : skip).push(r.id);
+          else if (keep(r.ev_at)) {
+            replayOf.push(r.id);
+            replayIds.push(ids.delivery());
+          }
+        }
+        const enabled = await c.query<EndpointRow>(
+          `WITH due AS (
+             UPDATE deliveries SET next_attempt_at = $2, updated_at = $2 WHERE id = ANY($3::text[])),
+           skipped AS (
+             UPDATE deliveries SET status = 'skipped', status_reason = 'skipped_on_enable', next_attempt_at = NULL,
+                    updated_at = $2
+              WHERE id = ANY($4::text[])),
+           replayed AS (${insertReplaysSql('$5::text[]', '$6::text[]', '$2::bigint')})
+           UPDATE endpoints SET status = 'enabled', disabled_reason = NULL, updated_at = $2 WHERE id = $1
+           RETURNING ${ENDPOINT_COLUMNS}`,
+          [id, now, due, skip, replayIds, replayOf],
+        );
+        // The ramp starts now; the due time sees the writes above (a later statement).
+        const saved = runtimeColumns(runtimeAfterEnable(rt, now));
+        await c.query(
+          `UPDATE endpoint_queue q
+              SET runtime = $2, failing_since = $3, digest_due_at = $4, next_due_at = ${RECOMPUTE_DUE}
+            WHERE q.endpoint_id = $1`,
+          [id, saved.json, saved.failingSince, saved.digestDueAt],
+        );
+        return {
+          endpoint: toEndpoint(enabled.rows[0]!),
+          requeued: due.length + replayIds.length,
+          skipped: skip.length,
+        };
+      });
+    },
+
+    async endpointAutoDisable({ now, afterMs, ids }) {
+      const cutoff = now - afterMs;
+      // Candidates, unlocked; everything is re-checked under the locks below.
+      const found = await query<{ endpoint_id: string; tenant_id: string }>(
+        `SELECT q.endpoint_id, e.tenant_id FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
+          WHERE q.failing_since <= $1 AND e.status = 'enabled' AND e.deleted_at IS NULL`,
+        [cutoff],
+      );
+      if (found.rows.length === 0) return [];
+      return tx(async (c) => {
+        // Lock order: the tenants' gates (sorted; fan-out must not race the status change), the endpoints
+        // (still enabled?), then their queue rows, skipping any another process holds (left for the next pass).
+        await lockTenantGates(c, [...new Set(found.rows.map((r) => r.tenant_id))].sort(cmp));
+        const eps = await c.query<EndpointRow & { notification_email: string | null }>(
+          `SELECT ${prefixed('e', ENDPOINT_COLUMNS)}, t.notification_email
+             FROM endpoints e LEFT JOIN tenants t ON t.id = e.tenant_id
+            WHERE e.id = ANY($1::text[]) AND e.status = 'enabled' AND e.deleted_at IS NULL
+            ORDER BY e.id FOR UPDATE OF e`,
+          [found.rows.map((r) => r.endpoint_id).sort(cmp)],
+        );
+        if (eps.rows.length === 0) return [];
+        const queue = await c.query<{ endpoint_id: string; runtime: string | null }>(
+          `SELECT endpoint_id, runtime FROM endpoint_queue
+            WHERE endpoint_id = ANY($1::text[]) AND failing_since <= $2
+            ORDER BY endpoint_id FOR UPDATE SKIP LOCKED`,
+          [eps.rows.map((r) => r.id), cutoff],
+        );
+        const byId = new Map(eps.rows.map((r) => [r.id, r]));
+        const disable: Array<{ id: string; runtime: EndpointRuntime }> = [];
+        const audits: AuditRecord[] = [];
+        const notices: NewNotification[] = [];
+        for (const q of queue.rows) {
+          const rt = parseRuntime(q.runtime);
+          if (
+            !autoDisableDue({ firstFailureOfStreakAt: rt.failingSince, lastSuccessAt: rt.lastSuccessAt, now })
+          ) {
+            continue;
+          }
+          const e = byId.get(q.endpoint_id)!;
+          disable.push({ id: e.id, runtime: reassess(rt, now, true) });
+          audits.push({
+            id: ids.audit(),
+            tenantId: e.tenant_id,
+            actor: 'system',
+            action: 'endpoint.auto_disabled',
+            targetType: 'endpoint',
+            targetId: e.id,
+            details: { failing_since: rt.failingSince, reason: 'auto_disabled' },
+            createdAt: now,
+          });
+          notices.push({
+            id: ids.notification(),
+            tenantId: e.tenant_id,
+            endpointId: e.id,
+            kind: 'auto_disabled',
+            ...noticeText('auto_disabled', { endpointId: e.id, url: e.url, at: now, count: 0 }),
+            emailTo: e.notification_email,
+          });
+        }
+        if (disable.length === 0) return [];
+        const saved = disable.map((d) => runtimeColumns(d.runtime));
+        // A disabled endpoint has no due time (NULL, as the recompute would give).
+        const res = await c.query<EndpointRow>(
+          `WITH disabled AS (
+             UPDATE endpoints SET status = 'disabled', disabled_reason = 'auto_disabled', updated_at = $2
+              WHERE id = ANY($1::text[])
+             RETURNING ${ENDPOINT_COLUMNS}),
+           queue AS (
+             UPDATE endpoint_queue q
+                SET runtime = u.runtime, failing_since = u.failing_since, digest_due_at = u.digest_due_at,
+                    next_due_at = NULL
+               FROM unnest($1::text[], $3::text[], $4::bigint[], $5::bigint[])
+                    AS u(endpoint_id, runtime, failing_since, digest_due_at)
+              WHERE q.endpoint_id = u.endpoint_id),
+           audited AS (${insertAuditSql(6)}),
+           noticed AS (${insertNotificationsSql(14, '$2::bigint')})
+           SELECT * FROM disabled ORDER BY id`,
+          [
+            disable.map((d) => d.id),
+            now,
+            saved.map((s) => s.json),
+            saved.map((s) => s.failingSince),
+            saved.map((s) => s.digestDueAt),
+            ...auditValues(audits),
+            ...notificationValues(notices),
+          ],
+        );
+        return res.rows.map(toEndpoint);
+      });
+    },
+
+    async notificationDigestRun({ now, ids }) {
+      return tx(async (c) => {
+        // Queue rows with a digest due, locked; those another process holds are skipped (it is writing them).
+        // The WHERE is re-checked on the locked, current row, so a digest already written is not written twice.
+        const due = await c.query<{
+          endpoint_id: string;
+          runtime: string | null;
+          url: string;
+          tenant_id: string;
+          notification_email: string | null;
+        }>(
+          `SELECT q.endpoint_id, q.runtime, e.url, e.tenant_id, t.notification_email
+             FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
+             LEFT JOIN tenants t ON t.id = e.tenant_id
+            WHERE q.digest_due_at <= $1
+            ORDER BY q.endpoint_id FOR UPDATE OF q SKIP LOCKED`,
+          [now],
+        );
+        if (due.rows.length === 0) return 0;
+        const notices: NewNotification[] = [];
+        const saved = due.rows.map((r) => {
+          const rt = parseRuntime(r.runtime);
+          for (const cause of ['dead_letter', 'permanent_failure'] as const) {
+            const w = rt.notices[cause];
+            if (w.pending === 0 || (w.lastNoticeAt ?? 0) + 24 * 3600 * 1000 > now) continue;
+            notices.push({
+              id: ids.notification(),
+              tenantId: r.tenant_id,
+              endpointId: r.endpoint_id,
+              kind: 'digest',
+              ...noticeText('digest', { endpointId: r.endpoint_id, url: r.url, at: now, count: w.pending }),
+              emailTo: r.notification_email,
+            });
+            rt.notices[cause] = { lastNoticeAt: now, pending: 0 };
+          }
+          return runtimeColumns(rt);
+        });
+        await c.query(
+          `WITH noticed AS (${insertNotificationsSql(6, '$5::bigint')})
+           UPDATE endpoint_queue q
+              SET runtime = u.runtime, failing_since = u.failing_since, digest_due_at = u.digest_due_at
+             FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
+                  AS u(endpoint_id, runtime, failing_since, digest_due_at)
+            WHERE q.endpoint_id = u.endpoint_id`,
+          [
+            due.rows.map((r) => r.endpoint_id),
+            saved.map((s) => s.json),
+            saved.map((s) => s.failingSince),
+            saved.map((s) => s.digestDueAt),
+            now,
+            ...notificationValues(notices),
+          ],
+        );
+        return notices.length;
+      });
+    },
+
+    async notificationClaim({ now, limit, leaseMs }) {
+      // One statement: due rows locked SKIP LOCKED (a row another claimer holds is not ours), pushed out by the
+      // lease. A row claimed and committed by another process since this statement's snapshot is re-checked on
+      // its current version (next_attempt_at is in the future now) and dropped. Returned as they were when due.
+      const res = await query<NotificationRow & { due_at: number }>(
+        `UPDATE notifications n SET next_attempt_at = $2, attempts = n.attempts + 1
+           FROM (SELECT id, next_attempt_at FROM notifications
+                  WHERE status = 'pending' AND next_attempt_at <= $1
+                  ORDER BY next_attempt_at, id LIMIT $3
+                  FOR UPDATE SKIP LOCKED) c
+          WHERE n.id = c.id
+         RETURNING ${prefixed('n', NOTIFICATION_COLUMNS)}, c.next_attempt_at AS due_at`,
+        [now, now + leaseMs, limit],
+      );
+      return res.rows
+        .sort((a, b) => a.due_at - b.due_at || cmp(a.id, b.id))
+        .map((r) => ({ ...toNotification(r), nextAttemptAt: r.due_at }));
+    },
+
+    async notificationMark({ id, now, result }) {
+      if (result.kind === 'sent') {
+        await query(
+          "UPDATE notifications SET status = 'sent', sent_at = $2, next_attempt_at = NULL WHERE id = $1",
+          [id, now],
+        );
+      } else if (result.kind === 'logged') {
+        await query("UPDATE notifications SET status = 'logged', next_attempt_at = NULL WHERE id = $1", [id]);
+      } else {
+        await query('UPDATE notifications SET next_attempt_at = $2, last_error = $3 WHERE id = $1', [
+          id,
+          result.at,
+          result.error,
+        ]);
+      }
+    },
+
+    async notificationList({ tenantId, limit, cursor }) {
+      const w = where([
+        ...(tenantId === null ? [] : [['tenant_id = ?', tenantId] as [string, unknown]]),
+        ...(cursor === null ? [] : [['id < ?', cursor] as [string, unknown]]),
+      ]);
+      const res = await query<NotificationRow>(
+        `SELECT ${NOTIFICATION_COLUMNS} FROM notifications ${w.sql ? `WHERE ${w.sql}` : ''}
+          ORDER BY id DESC LIMIT ${w.next()}`,
+        [...w.values, limit + 1],
+      );
+      return toPage(res.rows, limit, toNotification);
+    },
+
+    async tenantNotificationEmail({ tenantId }) {
+      const res = await query<{ notification_email: string | null }>(
+        'SELECT notification_email FROM tenants WHERE id = $1',
+        [tenantId],
+      );
+      return res.rows[0]?.notification_email ?? null;
+    },
+
+    async tenantSetNotificationEmail({ tenantId, email }) {
+      await tx(async (c) => {
+        // The gate first: fan-out holds the tenant row FOR SHARE, which would starve a plain UPDATE.
+        await lockTenantGate(c, tenantId);
+        await c.query('UPDATE tenants SET notification_email = $2 WHERE id = $1', [tenantId, email]);
+      });
+    },
+
+    async deliveryReplay({ id, tenantId, now, ids }) {
+      return tx(async (c) => {
+        // As fan-out does: the tenant gate and the endpoint row shared, so the endpoint cannot be disabled or
+        // deleted until this commits, then the queue row last (only to bring its due time forward).
+        await lockTenantGatesShared(c, [tenantId]);
+        const original = await c.query<DeliveryRow>(
+          `SELECT ${DELIVERY_COLUMNS} FROM deliveries WHERE id = $1 AND tenant_id = $2`,
+          [id, tenantId],
+        );
+        const o = original.rows[0];
+        if (!o) return 'not_found' as const;
+        const e = await c.query<{ status: EndpointRecord['status'] }>(
+          'SELECT status FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR SHARE',
+          [o.endpoint_id],
+        );
+        if (!e.rows[0]) return 'endpoint_gone' as const;
+        const res = await c.query<DeliveryRow>(
+          `WITH replayed AS (${insertReplaysSql('$1::text[]', '$2::text[]', '$3::bigint')}
+                             RETURNING ${DELIVERY_COLUMNS}),
+                bumped AS (UPDATE endpoint_queue q SET next_due_at = LEAST(COALESCE(q.next_due_at, $3), $3)
+                            WHERE q.endpoint_id = $4 AND $5::boolean)
+           SELECT * FROM replayed`,
+          [[ids.delivery()], [o.id], now, o.endpoint_id, e.rows[0].status === 'enabled'],
+        );
+        return toDelivery(res.rows[0]!);
+      });
+    },
+
+    async queueStats() {
+      const res = await query<{ pending: number; circuits_open: number }>(
+        `SELECT (SELECT count(*) FROM deliveries WHERE status = 'pending') AS pending,
+                (SELECT count(*) FROM endpoint_queue
+                  WHERE runtime::jsonb #>> '{circuit,state}' IN ('open', 'half_open')) AS circuits_open`,
+      );
+      const r = res.rows[0]!;
+      return { pending: r.pending, circuitsOpen: r.circuits_open };
+    },
+
+    async auditAppend({ record }) {
+      await query(`${insertAuditSql(1)}`, auditValues([record]));
+    },
+
+    async auditList({ tenantId, limit, cursor, ascending }) {
+      const w = where([
+        ...(tenantId === null ? [] : [['tenant_id = ?', tenantId] as [string, unknown]]),
+        ...(cursor === null ? [] : [[ascending ? 'id > ?' : 'id < ?', cursor] as [string, unknown]]),
+      ]);
+      const res = await query<AuditRow>(
+        `SELECT ${AUDIT_COLUMNS} FROM audit_events ${w.sql ? `WHERE ${w.sql}` : ''}
+          ORDER BY id ${ascending ? 'ASC' : 'DESC'} LIMIT ${w.next()}`,
+        [...w.values, limit + 1],
+      );
+      return toPage(res.rows, limit, toAudit);
+    },
+  };
+}

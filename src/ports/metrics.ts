@@ -1,0 +1,14 @@
+/** What the running process reports for Prometheus (PRODUCT.md §10). Implemented with prom-client. */
+export interface Metrics {
+  eventAccepted(): void;
+  attemptRecorded(a: {
+    outcome: 'delivered' | 'retryable' | 'permanent';
+    errorClass: string | null;
+    deadLettered: boolean;
+    queueMs: number;
+    platformMs: number;
+    consumerMs: number | null;
+  }): void;
+  /** The text exposition for GET /metrics. */
+  render(): Promise<{ contentType: string; body: string }>;
+}
