@@ -4,7 +4,7 @@
  * request is answered only after the transaction holding its own event is durable. Under light load a batch
  * is a single event and nothing waits; under heavy load batches grow by themselves, which is the point.
  */
-import type { EventInsertOutcome, NewEvent, Store } from '../ports/store.ts';
+import { type EventInsertOutcome, type NewEvent, type Store, StoreUnavailableError } from '../ports/store.ts';
 
 interface Waiter {
   event: NewEvent;
@@ -67,6 +67,9 @@ export class GroupCommitter {
       this.opts.onCommit?.();
     } catch (err) {
       for (const w of batch) w.reject(err);
+      // The store is unreachable: fail everything queued behind this batch now (503, retry with the same
+      // Idempotency-Key) rather than let each request wait out its own timeout in turn.
+      if (err instanceof StoreUnavailableError) for (const w of this.queue.splice(0)) w.reject(err);
     } finally {
       this.inFlight--;
       if (this.queue.length > 0) this.schedule();

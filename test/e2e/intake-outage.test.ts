@@ -243,33 +243,29 @@ describe('PostgreSQL outage under intake load', () => {
   });
 
   /**
-   * KNOWN BUG (reported, not fixable from the test side): the PostgreSQL pool has no query timeout and TCP keepalive
-   * uses the OS default (2 h), so a query sent on a pooled connection just before a network partition waits for the
-   * whole partition (for real, until TCP gives up: ~15 min of retransmissions). Intake's group committer holds at
-   * most 4 commits in flight, so once 4 are stuck every POST /v1/events queues behind them: intake hangs instead of
-   * answering 503, while /readyz does answer 503 (it has its own 2 s timeout). Set HOOKRAIL_E2E_KNOWN_BUGS=1 to run.
+   * A partition (bytes stop flowing, nothing is refused): statements on pooled connections hit the 3 s query
+   * timeout and fail as unavailable (those connections are destroyed), queued commits fail with them, so intake
+   * answers 503 with Retry-After within seconds and recovers once the network heals.
    */
-  it.runIf(process.env.HOOKRAIL_E2E_KNOWN_BUGS === '1')(
-    'network partition (bytes stop, nothing refused): 503 + Retry-After within seconds, recovery after it heals',
-    { timeout: 60_000 },
-    async () => {
-      const h = await startBehindRelay('partition');
-      const load = backgroundLoad(h, 'partition');
-      await sleep(500);
+  it('network partition (bytes stop, nothing refused): 503 + Retry-After within seconds, recovery after it heals', {
+    timeout: 60_000,
+  }, async () => {
+    const h = await startBehindRelay('partition');
+    const load = backgroundLoad(h, 'partition');
+    await sleep(500);
 
-      const downAt = performance.now();
-      h.relay.partition();
-      // Heals on a timer, whether or not the probes are answered meanwhile.
-      let backAt = 0;
-      const healed = sleep(OUTAGE_MS).then(() => {
-        backAt = performance.now();
-        h.relay.heal();
-      });
-      const probes = await probeDuring(h, downAt, OUTAGE_MS - 500);
-      await healed;
-      expectFast503s(probes);
-      const { summary } = await recoverAndVerify(h, load, { downAt, backAt });
-      console.log(`[intake-outage partition] ${summary}`);
-    },
-  );
+    const downAt = performance.now();
+    h.relay.partition();
+    // Heals on a timer, whether or not the probes are answered meanwhile.
+    let backAt = 0;
+    const healed = sleep(OUTAGE_MS).then(() => {
+      backAt = performance.now();
+      h.relay.heal();
+    });
+    const probes = await probeDuring(h, downAt, OUTAGE_MS - 500);
+    await healed;
+    expectFast503s(probes);
+    const { summary } = await recoverAndVerify(h, load, { downAt, backAt });
+    console.log(`[intake-outage partition] ${summary}`);
+  });
 });

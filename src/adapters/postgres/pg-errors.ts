@@ -32,6 +32,8 @@ const UNAVAILABLE_MESSAGES = [
   'Connection terminated',
   'timeout exceeded when trying to connect',
   'encountered a connection error and is not queryable',
+  // pg's query_timeout: no answer within the deadline (a partition, or a server that stopped responding).
+  'Query read timeout',
 ];
 
 /** Deadlock and serialization failure: the transaction did nothing and may simply be run again. */

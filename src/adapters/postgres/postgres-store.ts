@@ -33,6 +33,8 @@ export interface PostgresStoreOptions {
   /** Schema for every table (created by migrate()); default: the connection's default search_path. */
   schema?: string;
   poolSize?: number;
+  /** Per-statement answer deadline (default 3 s). */
+  queryTimeoutMs?: number;
   /** pino-like; only `warn` is used, for errors of idle connections that no caller is waiting on. */
   logger?: unknown;
 }
@@ -114,9 +116,13 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
     max: opts.poolSize ?? 10,
     // Fail fast while the database is down: callers get StoreUnavailableError (503) in ~2 s, not a hung request.
     connectionTimeoutMillis: 2_000,
+    // A statement that gets no answer within this time fails as "unavailable" (503 for intake) instead of waiting
+    // out a network partition; every statement Hookrail runs takes milliseconds.
+    query_timeout: opts.queryTimeoutMs ?? 3_000,
     idleTimeoutMillis: 30_000,
     // Detect half-open connections (database host gone without a FIN) instead of waiting for the kernel default.
     keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
     application_name: 'hookrail',
     types: poolTypes,
     // A schema that does not exist yet is fine here: migrate() creates it, and PostgreSQL re-resolves the path.
@@ -131,11 +137,31 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
   const unavailableOr = (err: unknown): unknown =>
     isUnavailableError(err) ? new StoreUnavailableError(err) : err;
 
+  /**
+   * One statement on a pooled connection. A connection that failed as "unavailable" (including a query that hit
+   * the read timeout during a network partition) is destroyed rather than returned: after a partition heals, a
+   * connection whose peer state was lost would otherwise hang every later query sent on it.
+   */
   async function query<R extends QueryResultRow>(text: string, values?: unknown[]) {
+    let client: PoolClient;
     try {
-      return await pool.query<R>(text, values);
+      client = await pool.connect();
     } catch (err) {
       throw unavailableOr(err);
+    }
+    let destroy = false;
+    const onError = () => {
+      destroy = true;
+    };
+    client.on('error', onError);
+    try {
+      return await client.query<R>(text, values);
+    } catch (err) {
+      if (isUnavailableError(err)) destroy = true;
+      throw unavailableOr(err);
+    } finally {
+      client.removeListener('error', onError);
+      client.release(destroy ? true : undefined);
     }
   }
 
