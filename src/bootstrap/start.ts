@@ -121,6 +121,11 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
     }
   }
 
+  // One process owns a SQLite store: leases left in it belong to a process that is gone (a crash), so they are
+  // returned at once instead of after they expire. On PostgreSQL other processes may hold live leases.
+  if (!store.capabilities.multiProcess && roles.has('delivery')) {
+    await store.deliveryExpireLeases({ now: Number.MAX_SAFE_INTEGER });
+  }
   if (opts.startWorkers !== false) workers.start();
 
   let closing: Promise<void> | null = null;

@@ -60,6 +60,21 @@ function parseRoles(value: string): Role[] {
   return [...new Set(roles)] as Role[];
 }
 
+/** An integer setting within [min, max]; anything else is a configuration error, never NaN at run time. */
+function parseInteger(name: string, value: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
+    throw new ConfigError(`${name} must be an integer between ${min} and ${max} (got "${value}")`);
+  }
+  return n;
+}
+
+function parseBoolean(name: string, value: string): boolean {
+  if (value === 'true' || value === '1') return true;
+  if (value === 'false' || value === '0') return false;
+  throw new ConfigError(`${name} must be true or false (got "${value}")`);
+}
+
 function parsePort(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0 || n > 65535) throw new ConfigError(`invalid port "${value}"`);
@@ -128,13 +143,38 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     egressRangesFile: resolve(get('HOOKRAIL_EGRESS_RANGES_FILE') ?? DEFAULT_EGRESS_RANGES_FILE),
     logLevel: get('HOOKRAIL_LOG_LEVEL') ?? 'info',
     roles: parseRoles(get('HOOKRAIL_ROLES') ?? ROLES.join(',')),
-    authCacheMs: Number(get('HOOKRAIL_AUTH_CACHE_MS') ?? '5000'),
-    intakeMaxBatch: Number(get('HOOKRAIL_INTAKE_MAX_BATCH') ?? '512'),
-    deliveryConcurrency: Number(get('HOOKRAIL_DELIVERY_CONCURRENCY') ?? '256'),
-    pollMs: Number(get('HOOKRAIL_POLL_MS') ?? '100'),
-    leaseMs: Number(get('HOOKRAIL_LEASE_MS') ?? '60000'),
-    secretCacheMs: Number(get('HOOKRAIL_SECRET_CACHE_MS') ?? '5000'),
-    maintenanceMs: Number(get('HOOKRAIL_MAINTENANCE_MS') ?? '5000'),
-    httpsOnly: (get('HOOKRAIL_HTTPS_ONLY') ?? 'false') === 'true',
+    authCacheMs: parseInteger(
+      'HOOKRAIL_AUTH_CACHE_MS',
+      get('HOOKRAIL_AUTH_CACHE_MS') ?? '5000',
+      0,
+      3_600_000,
+    ),
+    intakeMaxBatch: parseInteger(
+      'HOOKRAIL_INTAKE_MAX_BATCH',
+      get('HOOKRAIL_INTAKE_MAX_BATCH') ?? '512',
+      1,
+      10_000,
+    ),
+    deliveryConcurrency: parseInteger(
+      'HOOKRAIL_DELIVERY_CONCURRENCY',
+      get('HOOKRAIL_DELIVERY_CONCURRENCY') ?? '256',
+      1,
+      100_000,
+    ),
+    pollMs: parseInteger('HOOKRAIL_POLL_MS', get('HOOKRAIL_POLL_MS') ?? '100', 1, 60_000),
+    leaseMs: parseInteger('HOOKRAIL_LEASE_MS', get('HOOKRAIL_LEASE_MS') ?? '60000', 1000, 3_600_000),
+    secretCacheMs: parseInteger(
+      'HOOKRAIL_SECRET_CACHE_MS',
+      get('HOOKRAIL_SECRET_CACHE_MS') ?? '5000',
+      0,
+      3_600_000,
+    ),
+    maintenanceMs: parseInteger(
+      'HOOKRAIL_MAINTENANCE_MS',
+      get('HOOKRAIL_MAINTENANCE_MS') ?? '5000',
+      10,
+      86_400_000,
+    ),
+    httpsOnly: parseBoolean('HOOKRAIL_HTTPS_ONLY', get('HOOKRAIL_HTTPS_ONLY') ?? 'false'),
   };
 }

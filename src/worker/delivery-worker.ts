@@ -157,6 +157,8 @@ export class DeliveryWorker {
       }
     })().finally(() => {
       this.writing = null;
+      // The write released in-flight slots in the store: lease again now rather than at the next poll.
+      this.opts.wake.poke();
       this.flush();
       this.settle();
     });
