@@ -10,14 +10,13 @@ import { newId } from '../domain/ids.ts';
 import { effectiveCap, rampEndsAt } from '../domain/ramp.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { BacklogChoice, DeliveryIdFactory } from '../ports/delivery-store.ts';
-import type { OperationsStore } from '../ports/operations-store.ts';
 import type { Store } from '../ports/store.ts';
 import type { Principal } from './auth.ts';
 
 const HOUR = 3_600_000;
 
 export interface OperationsDeps {
-  store: Store & OperationsStore;
+  store: Store;
   clock: Clock;
   random: Random;
 }

@@ -9,7 +9,6 @@ import type { Clock, Random } from '../ports/clock.ts';
 import type { HttpSender } from '../ports/http-sender.ts';
 import type { KeyService } from '../ports/key-service.ts';
 import type { Metrics } from '../ports/metrics.ts';
-import type { OperationsStore } from '../ports/operations-store.ts';
 import type { Store } from '../ports/store.ts';
 import { DeliveryWorker } from '../worker/delivery-worker.ts';
 import { FanoutWorker } from '../worker/fanout-worker.ts';
@@ -80,7 +79,7 @@ export function createWorkers(deps: {
 
   const maintenance = roles.has('maintenance')
     ? new Maintenance({
-        store: store as Store & OperationsStore,
+        store,
         clock,
         random,
         intervalMs: config.maintenanceMs,

@@ -10,7 +10,6 @@ import { IDEMPOTENCY_WINDOW_MS } from '../domain/event-rules.ts';
 import { newId } from '../domain/ids.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { Mailer } from '../ports/mailer.ts';
-import type { OperationsStore } from '../ports/operations-store.ts';
 import type { Store } from '../ports/store.ts';
 
 /** A claimed notification is not claimed again for this long (the SMTP exchange must finish within it). */
@@ -19,7 +18,7 @@ const MAIL_RETRY_BASE_MS = 30_000;
 const MAIL_RETRY_MAX_MS = 3_600_000;
 
 export interface MaintenanceOptions {
-  store: Store & OperationsStore;
+  store: Store;
   clock: Clock;
   random: Random;
   intervalMs: number;

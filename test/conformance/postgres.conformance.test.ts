@@ -6,6 +6,7 @@ import { createPostgresStore } from '../../src/adapters/postgres/postgres-store.
 import type { Store } from '../../src/ports/store.ts';
 import { dropSchema, freshSchemaName, postgresUrl } from '../support/postgres.ts';
 import { runDeliveryConformance } from './delivery-conformance.ts';
+import { runOperationsConformance } from './operations-conformance.ts';
 import { runStoreConformance, type StoreConformanceOptions } from './store-conformance.ts';
 
 const schemas = new WeakMap<Store, string>();
@@ -27,3 +28,4 @@ const options: StoreConformanceOptions = {
 
 runStoreConformance(options);
 runDeliveryConformance(options);
+runOperationsConformance(options);

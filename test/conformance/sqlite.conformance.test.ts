@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { createSqliteStore } from '../../src/adapters/sqlite/sqlite-store.ts';
 import type { Store } from '../../src/ports/store.ts';
 import { runDeliveryConformance } from './delivery-conformance.ts';
+import { runOperationsConformance } from './operations-conformance.ts';
 import { runStoreConformance, type StoreConformanceOptions } from './store-conformance.ts';
 
 const dirs = new WeakMap<Store, string>();
@@ -26,3 +27,4 @@ const options: StoreConformanceOptions = {
 
 runStoreConformance(options);
 runDeliveryConformance(options);
+runOperationsConformance(options);

@@ -15,6 +15,12 @@
  * - Every writer takes its locks in one order — tenant gate, tenants, endpoints, endpoint_queue (several rows:
  *   sorted by endpoint_id), deliveries — so transactions never deadlock each other (the tx helper retries one that
  *   does).
+ * - The per-endpoint runtime record (circuit, streak, health, notice windows: domain/endpoint-runtime.ts) is JSON
+ *   on the endpoint's queue row, read with the row lock leasing and completion take anyway (a locked row comes
+ *   back in its current version) and written back before COMMIT. Under that lock a probe claim is a
+ *   compare-and-set: of two processes that see a probe due, one holds the row and writes the claim, the other
+ *   skips the row (leasing) or waits and then sees the claim. Completion writes the notices the runtime calls for
+ *   to the notifications outbox in the same transaction (health changes before any notice is sent).
  *
  * READ COMMITTED pitfall avoided throughout: a statement's snapshot is taken before the row locks it acquires, so
  * anything that must see work committed by the previous holder of a queue row lock (the due-time recompute above
@@ -474,31 +480,48 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
     return tx(async (c) => {
       // 1. Candidate endpoints, least recently served first, locked; rows other workers hold are skipped. The
       //    queue row comes back as locked (its current version), so its runtime is the one to compare-and-set.
-      const cands = (
-        await c.query<Candidate>(
-          `SELECT q.endpoint_id, q.inflight, q.runtime, e.max_concurrency, e.ordering, e.url, e.headers, e.tenant_id
-             FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
-            WHERE q.next_due_at <= $1 AND q.inflight < e.max_concurrency
-            ORDER BY q.last_served_at, q.endpoint_id
-            LIMIT $2
-            FOR UPDATE OF q SKIP LOCKED`,
-          [now, limit],
-        )
-      ).rows;
+      //    The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at
+      //    its ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold
+      //    up every other endpoint until its in-flight attempts end): the next ones in rotation order are read,
+      //    as in the sequential reference. Usually one statement; one more per batch that had such endpoints.
+      const cands: Candidate[] = [];
+      const runtimes: EndpointRuntime[] = [];
+      const free: number[] = [];
+      for (let after: [number, string] = [-1, '']; cands.length < limit; ) {
+        const want = limit - cands.length;
+        const batch = (
+          await c.query<Candidate & { last_served_at: number }>(
+            `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, e.max_concurrency, e.ordering, e.url,
+                    e.headers, e.tenant_id
+               FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
+              WHERE q.next_due_at <= $1 AND q.inflight < e.max_concurrency
+                AND (q.last_served_at, q.endpoint_id) > ($3::bigint, $4::text)
+              ORDER BY q.last_served_at, q.endpoint_id
+              LIMIT $2
+              FOR UPDATE OF q SKIP LOCKED`,
+            [now, want, after[0], after[1]],
+          )
+        ).rows;
+        for (const cd of batch) {
+          const rt = parseRuntime(cd.runtime);
+          const room = effectiveCap(cd.max_concurrency, rt.circuit.closedAt, now) - cd.inflight;
+          if (room <= 0) continue;
+          cands.push(cd);
+          runtimes.push(rt);
+          free.push(room);
+        }
+        const last = batch[batch.length - 1];
+        if (!last || batch.length < want) break;
+        after = [last.last_served_at, last.endpoint_id];
+      }
       if (cands.length === 0) return [];
 
       // 2. Their due deliveries, all endpoints in one statement (a LATERAL probe of the partial indexes per
       //    endpoint), cut at `limit` in rotation order. A later statement than 1, so its snapshot includes
       //    everything committed by whoever held the queue rows before (fan-out above all).
-      //    The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08); an endpoint
-      //    at its ramped cap is passed over without being served, as in the sequential reference.
-      const runtimes = cands.map((cd) => parseRuntime(cd.runtime));
-      const free = cands.map(
-        (cd, i) => effectiveCap(cd.max_concurrency, runtimes[i]!.circuit.closedAt, now) - cd.inflight,
-      );
       const room = cands.map((cd, i) =>
         cd.ordering === 'endpoint'
-          ? cd.inflight > 0 || free[i]! <= 0
+          ? cd.inflight > 0
             ? 0
             : Math.min(1, perEndpoint)
           : Math.max(0, Math.min(free[i]!, perEndpoint, limit)),
@@ -683,7 +706,7 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
           WHERE d.id = u.id)${
             notices.length > 0
               ? `,
-       noticed AS (${insertNotificationsSql(19, '$4::bigint')})`
+       noticed AS (${insertNotificationsSql(18, '$4::bigint')})`
               : ''
           }
        UPDATE endpoint_queue q
@@ -716,7 +739,7 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
         saved.map((x) => x?.json ?? null),
         saved.map((x) => x?.failingSince ?? null),
         saved.map((x) => x?.digestDueAt ?? null),
-        ...(notices.length > 0 ? [null, ...notificationValues(notices)] : []),
+        ...(notices.length > 0 ? notificationValues(notices) : []),
       ],
     );
   };

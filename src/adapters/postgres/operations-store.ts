@@ -7,9 +7,13 @@
  * - One lock order for every writer — tenant gate, tenants, endpoints, endpoint_queue (sorted by endpoint_id),
  *   deliveries — so these transactions never deadlock with leasing, completion, fan-out or each other.
  * - The runtime record lives on the endpoint's queue row and is only read-modified-written under that row's lock.
- * - Maintenance passes (auto-disable, digests) may run in several processes at once: they lock the queue rows
- *   they act on `FOR UPDATE SKIP LOCKED` — a row another process holds is left for the next pass — and re-check
- *   their condition on the locked (current) row before acting, so each disable or digest happens exactly once.
+ * - Maintenance passes (auto-disable, digests) may run in several processes at once, and re-check their
+ *   condition on the locked (current) queue row before acting, so each disable or digest happens exactly once.
+ *   Digests lock the queue rows `FOR UPDATE SKIP LOCKED` (a row another process holds is left for the next pass).
+ *   Auto-disable holds the tenants' gates and the endpoint rows first, so it can afford to wait for the queue rows
+ *   (a lease or completion holds one for milliseconds; no holder of one waits for a gate or an endpoint row):
+ *   skipping them instead would let a busy failing endpoint — circuit_open retries leased and recorded back to
+ *   back — escape every pass. A second pass waits at the gate and then finds the endpoint disabled.
  *   The outbox is claimed `FOR UPDATE SKIP LOCKED`: two mailers never claim the same notification.
  */
 import { autoDisableDue } from '../../domain/endpoint-health.ts';
@@ -292,7 +296,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
       if (found.rows.length === 0) return [];
       return tx(async (c) => {
         // Lock order: the tenants' gates (sorted; fan-out must not race the status change), the endpoints
-        // (still enabled?), then their queue rows, skipping any another process holds (left for the next pass).
+        // (still enabled?), then their queue rows (still failing long enough? re-checked on the current row).
         await lockTenantGates(c, [...new Set(found.rows.map((r) => r.tenant_id))].sort(cmp));
         const eps = await c.query<EndpointRow & { notification_email: string | null }>(
           `SELECT ${prefixed('e', ENDPOINT_COLUMNS)}, t.notification_email
@@ -305,7 +309,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
         const queue = await c.query<{ endpoint_id: string; runtime: string | null }>(
           `SELECT endpoint_id, runtime FROM endpoint_queue
             WHERE endpoint_id = ANY($1::text[]) AND failing_since <= $2
-            ORDER BY endpoint_id FOR UPDATE SKIP LOCKED`,
+            ORDER BY endpoint_id FOR UPDATE`,
           [eps.rows.map((r) => r.id), cutoff],
         );
         const byId = new Map(eps.rows.map((r) => [r.id, r]));

@@ -75,6 +75,7 @@ describe('migrations', () => {
       expect(tables.rows.map((r) => r.table_name)).toEqual([
         'api_keys',
         'attempts',
+        'audit_events',
         'deliveries',
         'endpoint_queue',
         'endpoint_secrets',
@@ -82,6 +83,7 @@ describe('migrations', () => {
         'events',
         'fanout_pending',
         'idempotency_keys',
+        'notifications',
         'schema_migrations',
         'tenants',
       ]);

@@ -214,23 +214,37 @@ export function createSqliteDeliveryStore(
 
   const lease = db.transaction(
     (owner: string, now: number, limit: number, perEndpoint: number, leaseMs: number): LeasedDelivery[] => {
-      const candidates = st(
-        `SELECT q.endpoint_id, q.inflight, q.runtime, e.max_concurrency, e.ordering, e.url, e.headers, e.tenant_id
-         FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
-         WHERE q.next_due_at <= ? AND q.inflight < e.max_concurrency
-         ORDER BY q.last_served_at, q.endpoint_id LIMIT ?`,
-      ).all(now, limit) as Row[];
+      // The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at its
+      // ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold up every
+      // other endpoint until its in-flight attempts end): the next ones in rotation order are read instead.
+      const candidates: Array<{ c: Row; runtime: EndpointRuntime; cap: number }> = [];
+      for (let after: [number, string] = [-1, '']; candidates.length < limit; ) {
+        const want = limit - candidates.length;
+        const batch = st(
+          `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, e.max_concurrency, e.ordering, e.url,
+             e.headers, e.tenant_id
+           FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
+           WHERE q.next_due_at <= ? AND q.inflight < e.max_concurrency
+             AND (q.last_served_at > ? OR (q.last_served_at = ? AND q.endpoint_id > ?))
+           ORDER BY q.last_served_at, q.endpoint_id LIMIT ?`,
+        ).all(now, after[0], after[0], after[1], want) as Row[];
+        for (const c of batch) {
+          const runtime = parseRuntime((c.runtime as string | null) ?? null);
+          const cap = effectiveCap(c.max_concurrency as number, runtime.circuit.closedAt, now);
+          if (cap > (c.inflight as number)) candidates.push({ c, runtime, cap });
+        }
+        const last = batch[batch.length - 1];
+        if (!last || batch.length < want) break;
+        after = [last.last_served_at as number, last.endpoint_id as string];
+      }
       const out: LeasedDelivery[] = [];
       const leaseUntil = now + leaseMs;
       const mark = st(
         `UPDATE deliveries SET lease_owner = ?, lease_until = ?, updated_at = ? WHERE id = ? AND lease_owner IS NULL`,
       );
-      for (const c of candidates) {
+      for (const { c, runtime, cap } of candidates) {
         if (out.length >= limit) break;
         const endpointId = c.endpoint_id as string;
-        const runtime = parseRuntime((c.runtime as string | null) ?? null);
-        // The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08).
-        const cap = effectiveCap(c.max_concurrency as number, runtime.circuit.closedAt, now);
         const room = Math.min(cap - (c.inflight as number), perEndpoint, limit - out.length);
         if (room <= 0) continue;
         let rows: Row[];

@@ -17,8 +17,6 @@ import {
 import { requireTenant } from '../../app/manage-endpoints.ts';
 import { ApiError } from '../../domain/errors.ts';
 import type { AuditRecord, BacklogChoice, NotificationRecord } from '../../ports/delivery-store.ts';
-import type { OperationsStore } from '../../ports/operations-store.ts';
-import type { Store } from '../../ports/store.ts';
 import type { ApiDeps } from '../build-api.ts';
 import { Delivery, EndpointEnable, EndpointEnabled, isoOrNull } from '../control-schemas.ts';
 import { errorResponses, IdParams, iso, ListQuery, listOf } from '../schemas.ts';
@@ -144,7 +142,7 @@ const auditJson = (a: AuditRecord) => ({
 });
 
 export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) => {
-  const deps: OperationsDeps = { ...api, store: api.store as Store & OperationsStore };
+  const deps: OperationsDeps = api;
 
   app.get<{ Params: { id: string } }>(
     '/v1/endpoints/:id/health',
