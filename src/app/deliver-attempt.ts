@@ -22,13 +22,19 @@ export interface AttemptDeps {
   secretsFor(tenantId: string, endpointId: string): Promise<string[]>;
 }
 
+/**
+ * `leasedAt` is the `now` of the leasing transaction: the attempt starts there (the circuit's probe claim and the
+ * unsubscribe guarantee are decided at that instant), and anything between it and the request reaching the wire
+ * counts as platform time.
+ */
 export async function deliverAttempt(
   deps: AttemptDeps,
   leased: LeasedDelivery,
   leaseOwner: string,
+  leasedAt: number,
 ): Promise<AttemptCompletion> {
   const { delivery, endpoint, event } = leased;
-  const startedAt = deps.clock.now();
+  const startedAt = leasedAt;
   const dueAt = delivery.nextAttemptAt ?? startedAt;
   const body = deliveryBody(event);
   const secrets = leased.mode === 'circuit_open' ? [] : await deps.secretsFor(endpoint.tenantId, endpoint.id);

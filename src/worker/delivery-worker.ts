@@ -73,11 +73,13 @@ export class DeliveryWorker {
     while (this.running) {
       const free = concurrency - this.active;
       let leased: LeasedDelivery[] = [];
+      let leasedAt = 0;
       if (free > 0) {
         try {
+          leasedAt = attempt.clock.now();
           leased = await store.deliveryLease({
             owner,
-            now: attempt.clock.now(),
+            now: leasedAt,
             limit: free,
             perEndpoint,
             leaseMs,
@@ -88,7 +90,7 @@ export class DeliveryWorker {
           continue;
         }
       }
-      for (const l of leased) this.startAttempt(l);
+      for (const l of leased) this.startAttempt(l, leasedAt);
       // Full batch: more may be due right now. Otherwise wait for work (fan-out poke), a free slot, or the poll.
       if (leased.length === 0 || leased.length < free) await wake.wait(pollMs);
       else if (this.active >= concurrency) await wake.wait(pollMs);
@@ -97,9 +99,9 @@ export class DeliveryWorker {
     }
   }
 
-  private startAttempt(leased: LeasedDelivery): void {
+  private startAttempt(leased: LeasedDelivery, leasedAt: number): void {
     this.active++;
-    deliverAttempt(this.opts.attempt, leased, this.opts.owner)
+    deliverAttempt(this.opts.attempt, leased, this.opts.owner, leasedAt)
       .then((completion) => {
         const a = completion.attempt;
         this.opts.metrics?.attemptRecorded({
