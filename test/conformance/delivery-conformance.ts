@@ -626,6 +626,44 @@ export function runDeliveryConformance(opts: StoreConformanceOptions): void {
         expect(await lease({ now: NOW + MINUTE + 2 })).toEqual([]);
       });
 
+      test("ordering 'resource' keeps each resource in order, one in flight each, resources in parallel", async () => {
+        const t = await newTenant();
+        const ep = await newEndpoint(t.id, { ordering: 'resource', maxConcurrency: 10 });
+        // a1 b1 a2 b2 (none) a3, accepted in that order.
+        const evs = [
+          eventRecord(t.id, 'r.x', NOW, 'a'),
+          eventRecord(t.id, 'r.x', NOW, 'b'),
+          eventRecord(t.id, 'r.x', NOW, 'a'),
+          eventRecord(t.id, 'r.x', NOW, 'b'),
+          eventRecord(t.id, 'r.x', NOW, null),
+          eventRecord(t.id, 'r.x', NOW, 'a'),
+        ];
+        await store.eventInsertBatch({ events: evs, now: NOW, idempotencyWindowMs: WINDOW });
+        await store.fanoutRun({ now: NOW, limit: 1_000, ids });
+        const eventOf = (l: LeasedDelivery) => evs.findIndex((e) => e.id === l.event.id);
+        const first = await lease({ limit: 10, perEndpoint: 10 });
+        // The heads of a and b, and the unordered one; nothing else while they are in flight.
+        expect(first.map(eventOf).sort()).toEqual([0, 1, 4]);
+        expect(await lease({ limit: 10, perEndpoint: 10 })).toEqual([]);
+        // a's head fails and is rescheduled: a stays blocked behind it, b moves on when its head is delivered.
+        const a1 = first.find((l) => eventOf(l) === 0)!;
+        const b1 = first.find((l) => eventOf(l) === 1)!;
+        await complete(a1, { status: 'pending', nextAttemptAt: NOW + MINUTE }, NOW + SECOND, {
+          attempt: { outcome: 'retryable', statusCode: 500, errorClass: 'http_status' },
+        });
+        await complete(b1, { status: 'delivered' }, NOW + SECOND);
+        const next = await lease({ now: NOW + 2 * SECOND, limit: 10, perEndpoint: 10 });
+        expect(next.map(eventOf)).toEqual([3]);
+        const again = await lease({ now: NOW + MINUTE, limit: 10, perEndpoint: 10 });
+        expect(again.map(eventOf)).toEqual([0]);
+        await complete(again[0]!, { status: 'dead', reason: 'max_attempts' }, NOW + MINUTE + 1, {
+          attempt: { outcome: 'retryable', statusCode: 500, errorClass: 'http_status' },
+        });
+        // A dead-lettered head unblocks its resource.
+        const after = await lease({ now: NOW + MINUTE + 2, limit: 10, perEndpoint: 10 });
+        expect(after.map(eventOf)).toEqual([2]);
+      });
+
       test('concurrent workers never lease one delivery twice nor exceed the cap', async () => {
         const t = await newTenant();
         const cap = 3;

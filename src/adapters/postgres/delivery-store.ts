@@ -532,8 +532,8 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
         ? (
             await c.query<PickedRow>(
               `WITH cand AS (
-                 SELECT * FROM unnest($1::text[], $2::int[], $3::boolean[])
-                        WITH ORDINALITY AS c(endpoint_id, room, head_only, rank)
+                 SELECT * FROM unnest($1::text[], $2::int[], $3::boolean[], $6::boolean[])
+                        WITH ORDINALITY AS c(endpoint_id, room, head_only, by_resource, rank)
                   WHERE room > 0
                ),
                picked AS (
@@ -542,6 +542,12 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
                     (SELECT d.next_attempt_at AS k, ${prefixed('d', DELIVERY_COLUMNS)} FROM deliveries d
                       WHERE NOT c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
                         AND d.lease_owner IS NULL AND d.next_attempt_at <= $4
+                        -- Per-resource order: only the oldest pending delivery of its resource may go (so at most
+                        -- one per resource is in flight); deliveries without a resource id are unordered.
+                        AND (NOT c.by_resource OR d.resource_id IS NULL OR NOT EXISTS (
+                              SELECT 1 FROM deliveries x
+                               WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
+                                 AND x.status = 'pending' AND x.event_seq < d.event_seq))
                       ORDER BY d.next_attempt_at LIMIT c.room)
                     UNION ALL
                     -- Strict order: only the head (the oldest pending event) may go, once due and unleased.
@@ -566,6 +572,7 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
                 cands.map((cd) => cd.ordering === 'endpoint'),
                 now,
                 limit,
+                cands.map((cd) => cd.ordering === 'resource'),
               ],
             )
           ).rows

@@ -260,12 +260,17 @@ export function createSqliteDeliveryStore(
                 ).all(endpointId) as Row[]);
           rows = rows.filter((r) => r.lease_owner === null && (r.next_attempt_at as number) <= now);
         } else {
+          // `resource`: only the oldest pending delivery of its resource may go (so at most one per resource is in
+          // flight); deliveries without a resource id, and every delivery under `none`, are unordered.
           rows = st(
             `SELECT d.*, ev.data AS ev_data, ev.created_at AS ev_created_at FROM deliveries d
              JOIN events ev ON ev.id = d.event_id
              WHERE d.endpoint_id = ? AND d.status = 'pending' AND d.lease_owner IS NULL AND d.next_attempt_at <= ?
+               AND (? = 0 OR d.resource_id IS NULL OR NOT EXISTS (
+                 SELECT 1 FROM deliveries x WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
+                   AND x.status = 'pending' AND x.resource_id IS NOT NULL AND x.event_seq < d.event_seq))
              ORDER BY d.next_attempt_at LIMIT ?`,
-          ).all(endpointId, now, room) as Row[];
+          ).all(endpointId, now, c.ordering === 'resource' ? 1 : 0, room) as Row[];
         }
         const endpoint = {
           id: endpointId,
