@@ -628,7 +628,7 @@ export function runDeliveryConformance(opts: StoreConformanceOptions): void {
 
       test("ordering 'resource' keeps each resource in order, one in flight each, resources in parallel", async () => {
         const t = await newTenant();
-        const ep = await newEndpoint(t.id, { ordering: 'resource', maxConcurrency: 10 });
+        await newEndpoint(t.id, { ordering: 'resource', maxConcurrency: 10 });
         // a1 b1 a2 b2 (none) a3, accepted in that order.
         const evs = [
           eventRecord(t.id, 'r.x', NOW, 'a'),
