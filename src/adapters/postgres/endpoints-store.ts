@@ -1,0 +1,241 @@
+/** Endpoint CRUD and signing secrets of the PostgreSQL delivery plane (locking: see delivery-store.ts). */
+import { matchesEventType } from '../../domain/event-types.ts';
+import type { DeliveryStore, EndpointRecord, SecretRecord } from '../../ports/delivery-store.ts';
+import {
+  type Db,
+  lockTenantGate,
+  type PostgresDeliveryStoreDeps,
+  RECOMPUTE_DUE,
+  where,
+} from './query-helpers.ts';
+import {
+  ENDPOINT_COLUMNS,
+  type EndpointRow,
+  SECRET_COLUMNS,
+  type SecretRow,
+  toEndpoint,
+  toPage,
+  toSecret,
+} from './rows.ts';
+
+const activeSecrets = async (db: Db, endpointId: string, now: number) =>
+  (
+    await db.query<SecretRow>(
+      `SELECT ${SECRET_COLUMNS} FROM endpoint_secrets
+        WHERE endpoint_id = $1 AND active_from <= $2 AND (active_until IS NULL OR active_until > $2)
+        ORDER BY id DESC`,
+      [endpointId, now],
+    )
+  ).rows.map(toSecret);
+
+/**
+ * Serialises secret changes of one endpoint (two rotations must not both keep their predecessor active). An
+ * advisory lock, not the endpoints row: fan-out's FOR SHARE on that row would starve a FOR UPDATE.
+ */
+const lockSecrets = (db: Db, endpointId: string) =>
+  db.query(`SELECT pg_advisory_xact_lock(hashtextextended('hookrail.endpoint_secrets:' || $1::text, 0))`, [
+    endpointId,
+  ]);
+
+const insertSecret = (db: Db, s: SecretRecord) =>
+  db.query(`INSERT INTO endpoint_secrets (${SECRET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
+    s.id,
+    s.endpointId,
+    s.tenantId,
+    s.sealed,
+    s.activeFrom,
+    s.activeUntil,
+    s.createdAt,
+  ]);
+
+export function createEndpointsStore({
+  query,
+  tx,
+}: PostgresDeliveryStoreDeps): Pick<
+  DeliveryStore,
+  | 'endpointCreate'
+  | 'endpointGet'
+  | 'endpointList'
+  | 'endpointUpdate'
+  | 'endpointDelete'
+  | 'endpointSetStatus'
+  | 'secretRotate'
+  | 'secretListActive'
+  | 'secretRetire'
+> {
+  return {
+    async endpointCreate({ endpoint: e, secret }) {
+      await tx(async (c) => {
+        await c.query(
+          `INSERT INTO endpoints (${ENDPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+          [
+            e.id,
+            e.tenantId,
+            e.url,
+            e.description,
+            JSON.stringify(e.eventTypes),
+            e.ordering,
+            e.maxConcurrency,
+            JSON.stringify(e.headers),
+            e.status,
+            e.disabledReason,
+            e.createdAt,
+            e.updatedAt,
+          ],
+        );
+        await c.query('INSERT INTO endpoint_queue (endpoint_id) VALUES ($1)', [e.id]);
+        await insertSecret(c, secret);
+      });
+    },
+
+    async endpointGet({ id, tenantId }) {
+      const w = where([
+        ['id = ?', id],
+        ...(tenantId === null ? [] : [['tenant_id = ?', tenantId] as [string, unknown]]),
+      ]);
+      const res = await query<EndpointRow>(
+        `SELECT ${ENDPOINT_COLUMNS} FROM endpoints WHERE ${w.sql} AND deleted_at IS NULL`,
+        w.values,
+      );
+      return res.rows[0] ? toEndpoint(res.rows[0]) : null;
+    },
+
+    async endpointList({ tenantId, limit, cursor }) {
+      const w = where([
+        ...(tenantId === null ? [] : [['tenant_id = ?', tenantId] as [string, unknown]]),
+        ...(cursor === null ? [] : [['id < ?', cursor] as [string, unknown]]),
+      ]);
+      const res = await query<EndpointRow>(
+        `SELECT ${ENDPOINT_COLUMNS} FROM endpoints
+          WHERE deleted_at IS NULL ${w.sql ? `AND ${w.sql}` : ''}
+          ORDER BY id DESC LIMIT ${w.next()}`,
+        [...w.values, limit + 1],
+      );
+      return toPage(res.rows, limit, toEndpoint);
+    },
+
+    async endpointUpdate({ id, tenantId, patch, now }) {
+      return tx(async (c) => {
+        await lockTenantGate(c, tenantId);
+        const cur = await c.query<EndpointRow>(
+          `SELECT ${ENDPOINT_COLUMNS} FROM endpoints
+            WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL FOR UPDATE`,
+          [id, tenantId],
+        );
+        if (!cur.rows[0]) return null;
+        // Serialise with leasing and completion for this endpoint.
+        await c.query('SELECT 1 FROM endpoint_queue WHERE endpoint_id = $1 FOR UPDATE', [id]);
+        const next: EndpointRecord = { ...toEndpoint(cur.rows[0]), ...patch, updatedAt: now };
+        await c.query(
+          `UPDATE endpoints SET url = $2, description = $3, event_types = $4, ordering = $5, max_concurrency = $6,
+             headers = $7, updated_at = $8 WHERE id = $1`,
+          [
+            id,
+            next.url,
+            next.description,
+            JSON.stringify(next.eventTypes),
+            next.ordering,
+            next.maxConcurrency,
+            JSON.stringify(next.headers),
+            now,
+          ],
+        );
+        if (patch.eventTypes) {
+          // An acknowledged unsubscribe binds: cancel the pending deliveries whose type no longer matches.
+          const types = await c.query<{ event_type: string }>(
+            `SELECT DISTINCT event_type FROM deliveries WHERE endpoint_id = $1 AND status = 'pending'`,
+            [id],
+          );
+          const gone = types.rows
+            .map((r) => r.event_type)
+            .filter((t) => !matchesEventType(next.eventTypes, t));
+          if (gone.length > 0) {
+            await c.query(
+              `UPDATE deliveries SET status = 'cancelled', status_reason = 'unsubscribed', next_attempt_at = NULL,
+                 updated_at = $3
+               WHERE endpoint_id = $1 AND status = 'pending' AND event_type = ANY($2::text[])`,
+              [id, gone, now],
+            );
+            await c.query(
+              `UPDATE endpoint_queue q SET next_due_at = ${RECOMPUTE_DUE} WHERE q.endpoint_id = $1`,
+              [id],
+            );
+          }
+        }
+        return next;
+      });
+    },
+
+    async endpointDelete({ id, tenantId, now }) {
+      return tx(async (c) => {
+        await lockTenantGate(c, tenantId);
+        const res = await c.query(
+          `UPDATE endpoints SET deleted_at = $3, updated_at = $3
+            WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL`,
+          [id, tenantId, now],
+        );
+        if (res.rowCount !== 1) return false;
+        await c.query('UPDATE endpoint_queue SET next_due_at = NULL WHERE endpoint_id = $1', [id]);
+        await c.query(
+          `UPDATE deliveries SET status = 'cancelled', status_reason = 'endpoint_deleted', next_attempt_at = NULL,
+             updated_at = $2
+           WHERE endpoint_id = $1 AND status = 'pending'`,
+          [id, now],
+        );
+        return true;
+      });
+    },
+
+    async endpointSetStatus({ id, tenantId, status, reason, now }) {
+      return tx(async (c) => {
+        await lockTenantGate(c, tenantId);
+        const res = await c.query<EndpointRow>(
+          `UPDATE endpoints SET status = $3, disabled_reason = $4, updated_at = $5
+            WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL
+           RETURNING ${ENDPOINT_COLUMNS}`,
+          [id, tenantId, status, status === 'disabled' ? reason : null, now],
+        );
+        if (!res.rows[0]) return null;
+        await c.query(`UPDATE endpoint_queue q SET next_due_at = ${RECOMPUTE_DUE} WHERE q.endpoint_id = $1`, [
+          id,
+        ]);
+        return toEndpoint(res.rows[0]);
+      });
+    },
+
+    async secretRotate({ secret, previousActiveUntil, now }) {
+      await tx(async (c) => {
+        await lockSecrets(c, secret.endpointId);
+        const active = await activeSecrets(c, secret.endpointId, now);
+        // Keep the newest active one for the overlap; anything older is retired now (at most two active).
+        const ids = active.map((s) => s.id);
+        const until = active.map((s, i) =>
+          i === 0 ? Math.min(s.activeUntil ?? previousActiveUntil, previousActiveUntil) : now,
+        );
+        if (ids.length > 0) {
+          await c.query(
+            `UPDATE endpoint_secrets s SET active_until = u.until
+               FROM unnest($1::text[], $2::bigint[]) AS u(id, until) WHERE s.id = u.id`,
+            [ids, until],
+          );
+        }
+        await insertSecret(c, secret);
+      });
+    },
+
+    async secretListActive({ endpointId, now }) {
+      return activeSecrets({ query }, endpointId, now);
+    },
+
+    async secretRetire({ id, endpointId, now }) {
+      return tx(async (c) => {
+        await lockSecrets(c, endpointId);
+        const active = await activeSecrets(c, endpointId, now);
+        if (!active.some((s) => s.id === id)) return 'not_found' as const;
+        if (active.length === 1) return 'last' as const;
+        await c.query('UPDATE endpoint_secrets SET active_until = $2 WHERE id = $1', [id, now]);
+        return 'retired' as const;
+      });
+    },
+  };
+}

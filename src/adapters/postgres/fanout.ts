@@ -1,0 +1,121 @@
+/** Fan-out of committed events into deliveries, exactly once across processes (locking: see delivery-store.ts). */
+import { matchesEventType } from '../../domain/event-types.ts';
+import type { DeliveryIdFactory, EndpointRecord } from '../../ports/delivery-store.ts';
+import type { TxRunner } from './migrate.ts';
+import { cmp, LOCK_QUEUE_ROWS, lockTenantGatesShared } from './query-helpers.ts';
+import { ENDPOINT_COLUMNS, type EndpointRow, toEndpoint } from './rows.ts';
+
+export async function fanoutRun(tx: TxRunner, now: number, limit: number, ids: DeliveryIdFactory) {
+  return tx(async (c) => {
+    // Claim: rows another fan-out transaction holds are skipped, so each event is fanned out exactly once.
+    const claimed = await c.query<{
+      event_seq: number;
+      id: string | null;
+      tenant_id: string | null;
+      type: string | null;
+      resource_id: string | null;
+    }>(
+      `SELECT f.event_seq, e.id, e.tenant_id, e.type, e.resource_id
+         FROM fanout_pending f LEFT JOIN events e ON e.seq = f.event_seq
+        ORDER BY f.event_seq LIMIT $1
+        FOR UPDATE OF f SKIP LOCKED`,
+      [limit],
+    );
+    if (claimed.rows.length === 0) return { events: 0, deliveries: 0 };
+    const events = claimed.rows.filter((r) => r.id !== null);
+
+    // Live tenants, locked FOR SHARE: tenantDelete waits for this transaction (and then cancels what it
+    // created), or this transaction waits for it and sees the tenant deleted.
+    const tenantIds = [...new Set(events.map((e) => e.tenant_id!))].sort(cmp);
+    if (tenantIds.length > 0) await lockTenantGatesShared(c, tenantIds);
+    const live = tenantIds.length
+      ? (
+          await c.query<{ id: string }>(
+            `SELECT id FROM tenants WHERE id = ANY($1::text[]) AND deleted_at IS NULL
+              ORDER BY id FOR SHARE`,
+            [tenantIds],
+          )
+        ).rows.map((r) => r.id)
+      : [];
+    // Their endpoints, FOR SHARE: a PATCH/DELETE/disable waits for this fan-out to commit.
+    const endpointsByTenant = new Map<string, EndpointRecord[]>();
+    if (live.length > 0) {
+      const eps = await c.query<EndpointRow>(
+        `SELECT ${ENDPOINT_COLUMNS} FROM endpoints
+          WHERE tenant_id = ANY($1::text[]) AND deleted_at IS NULL
+          ORDER BY id FOR SHARE`,
+        [live],
+      );
+      for (const row of eps.rows) {
+        const ep = toEndpoint(row);
+        const list = endpointsByTenant.get(ep.tenantId);
+        if (list) list.push(ep);
+        else endpointsByTenant.set(ep.tenantId, [ep]);
+      }
+    }
+
+    const cols = {
+      id: [] as string[],
+      tenant: [] as string[],
+      endpoint: [] as string[],
+      eventId: [] as string[],
+      seq: [] as number[],
+      type: [] as string[],
+      resource: [] as Array<string | null>,
+      webhook: [] as string[],
+    };
+    const touched = new Set<string>();
+    for (const ev of events) {
+      for (const ep of endpointsByTenant.get(ev.tenant_id!) ?? []) {
+        if (!matchesEventType(ep.eventTypes, ev.type!)) continue;
+        cols.id.push(ids.delivery());
+        cols.tenant.push(ev.tenant_id!);
+        cols.endpoint.push(ep.id);
+        cols.eventId.push(ev.id!);
+        cols.seq.push(ev.event_seq);
+        cols.type.push(ev.type!);
+        cols.resource.push(ev.resource_id);
+        cols.webhook.push(ids.webhookId());
+        if (ep.status === 'enabled') touched.add(ep.id);
+      }
+    }
+    if (cols.id.length > 0) {
+      await c.query(
+        `INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id,
+           webhook_id, status, attempts, next_attempt_at, replayed_from, created_at, updated_at)
+         SELECT u.id, u.tenant_id, u.endpoint_id, u.event_id, u.event_seq, u.event_type, u.resource_id,
+                u.webhook_id, 'pending', 0, $9::bigint, NULL, $9::bigint, $9::bigint
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[],
+                       $8::text[])
+                AS u(id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id)`,
+        [
+          cols.id,
+          cols.tenant,
+          cols.endpoint,
+          cols.eventId,
+          cols.seq,
+          cols.type,
+          cols.resource,
+          cols.webhook,
+          now,
+        ],
+      );
+    }
+    // Exactly the claimed rows: other fan-out processes may hold lower or interleaved seqs.
+    await c.query('DELETE FROM fanout_pending WHERE event_seq = ANY($1::bigint[])', [
+      claimed.rows.map((r) => r.event_seq),
+    ]);
+    if (touched.size > 0) {
+      // Last, so the queue rows (which leasing skips and completion waits for) are held only until COMMIT.
+      // Held they must be: a lease recomputing next_due_at before this commits would not see these deliveries.
+      // LEAST on the current row version, not on a value read earlier.
+      await c.query(
+        `WITH l AS (${LOCK_QUEUE_ROWS})
+         UPDATE endpoint_queue q SET next_due_at = LEAST(COALESCE(q.next_due_at, $2), $2)
+           FROM l WHERE q.endpoint_id = l.endpoint_id`,
+        [[...touched].sort(cmp), now],
+      );
+    }
+    return { events: claimed.rows.length, deliveries: cols.id.length };
+  });
+}

@@ -1,0 +1,217 @@
+/** Leasing due deliveries fairly across endpoints and processes (locking: see delivery-store.ts). */
+import { decideAttempt } from '../../domain/circuit-breaker.ts';
+import { type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
+import { effectiveCap } from '../../domain/ramp.ts';
+import type { EndpointRecord, LeasedDelivery } from '../../ports/delivery-store.ts';
+import type { TxRunner } from './migrate.ts';
+import { recomputeDue } from './query-helpers.ts';
+import { DELIVERY_COLUMNS, type DeliveryRow, prefixed, runtimeColumns, toDelivery } from './rows.ts';
+
+interface Candidate {
+  endpoint_id: string;
+  inflight: number;
+  max_concurrency: number;
+  ordering: EndpointRecord['ordering'];
+  url: string;
+  headers: string;
+  tenant_id: string;
+  runtime: string | null;
+}
+
+/**
+ * Leasing, completion and expiry rely on one invariant: every writer of an existing delivery row locks its
+ * endpoint's queue row first (fan-out only inserts). So once they hold the queue rows, those endpoints'
+ * deliveries cannot change under them: they read them in one statement and write them by primary key in the
+ * next, without re-checking guards. That also keeps every plan index-driven without statistics: a write
+ * guarded by `status = 'pending' AND lease_owner IS NULL` would let the planner pick a full scan of a partial
+ * index it believes tiny (O(backlog) per call, seen with autovacuum off).
+ */
+export async function lease(
+  tx: TxRunner,
+  owner: string,
+  now: number,
+  limit: number,
+  perEndpoint: number,
+  leaseMs: number,
+) {
+  if (limit <= 0) return [];
+  return tx(async (c) => {
+    // 1. Candidate endpoints, least recently served first, locked; rows other workers hold are skipped. The
+    //    queue row comes back as locked (its current version), so its runtime is the one to compare-and-set.
+    //    The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at
+    //    its ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold
+    //    up every other endpoint until its in-flight attempts end): the next ones in rotation order are read,
+    //    as in the sequential reference. Usually one statement; one more per batch that had such endpoints.
+    const cands: Candidate[] = [];
+    const runtimes: EndpointRuntime[] = [];
+    const free: number[] = [];
+    for (let after: [number, string] = [-1, '']; cands.length < limit; ) {
+      const want = limit - cands.length;
+      const batch = (
+        await c.query<Candidate & { last_served_at: number }>(
+          `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, e.max_concurrency, e.ordering, e.url,
+                  e.headers, e.tenant_id
+             FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
+            WHERE q.next_due_at <= $1 AND q.inflight < e.max_concurrency
+              AND (q.last_served_at, q.endpoint_id) > ($3::bigint, $4::text)
+            ORDER BY q.last_served_at, q.endpoint_id
+            LIMIT $2
+            FOR UPDATE OF q SKIP LOCKED`,
+          [now, want, after[0], after[1]],
+        )
+      ).rows;
+      for (const cd of batch) {
+        const rt = parseRuntime(cd.runtime);
+        const room = effectiveCap(cd.max_concurrency, rt.circuit.closedAt, now) - cd.inflight;
+        if (room <= 0) continue;
+        cands.push(cd);
+        runtimes.push(rt);
+        free.push(room);
+      }
+      const last = batch[batch.length - 1];
+      if (!last || batch.length < want) break;
+      after = [last.last_served_at, last.endpoint_id];
+    }
+    if (cands.length === 0) return [];
+
+    // 2. Their due deliveries, all endpoints in one statement (a LATERAL probe of the partial indexes per
+    //    endpoint), cut at `limit` in rotation order. A later statement than 1, so its snapshot includes
+    //    everything committed by whoever held the queue rows before (fan-out above all).
+    const room = cands.map((cd, i) =>
+      cd.ordering === 'endpoint'
+        ? cd.inflight > 0
+          ? 0
+          : Math.min(1, perEndpoint)
+        : Math.max(0, Math.min(free[i]!, perEndpoint, limit)),
+    );
+    const leaseUntil = now + leaseMs;
+    type PickedRow = DeliveryRow & { ev_data: string; ev_created_at: number };
+    const picked: PickedRow[] = room.some((r) => r > 0)
+      ? (
+          await c.query<PickedRow>(
+            `WITH cand AS (
+               SELECT * FROM unnest($1::text[], $2::int[], $3::boolean[], $6::boolean[])
+                      WITH ORDINALITY AS c(endpoint_id, room, head_only, by_resource, rank)
+                WHERE room > 0
+             ),
+             picked AS (
+               SELECT c.rank, p.* FROM cand c
+                CROSS JOIN LATERAL (
+                  (SELECT d.next_attempt_at AS k, ${prefixed('d', DELIVERY_COLUMNS)} FROM deliveries d
+                    WHERE NOT c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
+                      AND d.lease_owner IS NULL AND d.next_attempt_at <= $4
+                      -- Per-resource order: only the oldest pending delivery of its resource may go (so at most
+                      -- one per resource is in flight); deliveries without a resource id are unordered.
+                      AND (NOT c.by_resource OR d.resource_id IS NULL OR NOT EXISTS (
+                            SELECT 1 FROM deliveries x
+                             WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
+                               AND x.status = 'pending' AND x.event_seq < d.event_seq))
+                    ORDER BY d.next_attempt_at LIMIT c.room)
+                  UNION ALL
+                  -- Strict order: only the head (the oldest pending event) may go, once due and unleased.
+                  (SELECT h.k, ${prefixed('h', DELIVERY_COLUMNS)} FROM (
+                      SELECT d.event_seq AS k, ${prefixed('d', DELIVERY_COLUMNS)}, d.lease_owner AS h_owner
+                        FROM deliveries d
+                       WHERE c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
+                       ORDER BY d.event_seq LIMIT 1) h
+                    WHERE h.h_owner IS NULL AND h.next_attempt_at <= $4)
+                ) p
+             ),
+             cut AS (
+               SELECT * FROM (SELECT *, row_number() OVER (ORDER BY rank, k, id) AS rn FROM picked) x
+                WHERE rn <= $5
+             )
+             SELECT ${prefixed('cut', DELIVERY_COLUMNS)}, ev.data AS ev_data, ev.created_at AS ev_created_at
+               FROM cut JOIN events ev ON ev.id = cut.event_id
+              ORDER BY cut.rn`,
+            [
+              cands.map((cd) => cd.endpoint_id),
+              room,
+              cands.map((cd) => cd.ordering === 'endpoint'),
+              now,
+              limit,
+              cands.map((cd) => cd.ordering === 'resource'),
+            ],
+          )
+        ).rows
+      : [];
+
+    // 3. The circuit decides per delivery, in rotation order: send, send as the one probe, or skip as
+    //    circuit_open. A won probe claim is written back below, under the queue row lock taken in 1 — the
+    //    compare-and-set that lets exactly one process probe per interval.
+    const index = new Map(cands.map((cd, i) => [cd.endpoint_id, i]));
+    const claimed = new Set<string>();
+    const modes = picked.map((r): NonNullable<LeasedDelivery['mode']> => {
+      const rt = runtimes[index.get(r.endpoint_id)!]!;
+      const decision = decideAttempt(rt.circuit, now);
+      if (decision.kind === 'skip') return 'circuit_open';
+      if (!decision.probe) return 'send';
+      rt.circuit = decision.claim;
+      claimed.add(r.endpoint_id);
+      return 'probe';
+    });
+
+    // 4. Mark them leased (by primary key) and update in-flight counts, rotation, due times and claimed runtimes
+    //    of the visited endpoints (those reached before `limit` ran out and with room under their cap, as in
+    //    the sequential reference) in one statement; its snapshot does not see its own lease marks, so the
+    //    recompute excludes the leased ids.
+    const count = new Map<string, number>();
+    for (const r of picked) count.set(r.endpoint_id, (count.get(r.endpoint_id) ?? 0) + 1);
+    const visited: string[] = [];
+    const taken: number[] = [];
+    const saved: Array<ReturnType<typeof runtimeColumns> | null> = [];
+    let total = 0;
+    for (const [i, cd] of cands.entries()) {
+      if (total >= limit) break;
+      if (Math.min(free[i]!, perEndpoint) <= 0) continue;
+      const n = count.get(cd.endpoint_id) ?? 0;
+      visited.push(cd.endpoint_id);
+      taken.push(n);
+      saved.push(claimed.has(cd.endpoint_id) ? runtimeColumns(runtimes[i]!) : null);
+      total += n;
+    }
+    if (visited.length > 0) {
+      await c.query(
+        `WITH leased AS (
+           UPDATE deliveries SET lease_owner = $4, lease_until = $5, updated_at = $3
+            WHERE id = ANY($6::text[]))
+         UPDATE endpoint_queue q
+            SET inflight = q.inflight + u.n, last_served_at = $3,
+                next_due_at = ${recomputeDue({ exclude: '$6::text[]' })},
+                runtime = COALESCE(u.runtime, q.runtime),
+                failing_since = CASE WHEN u.runtime IS NULL THEN q.failing_since ELSE u.failing_since END,
+                digest_due_at = CASE WHEN u.runtime IS NULL THEN q.digest_due_at ELSE u.digest_due_at END
+           FROM unnest($1::text[], $2::int[], $7::text[], $8::bigint[], $9::bigint[])
+                AS u(endpoint_id, n, runtime, failing_since, digest_due_at)
+          WHERE q.endpoint_id = u.endpoint_id`,
+        [
+          visited,
+          taken,
+          now,
+          owner,
+          leaseUntil,
+          picked.map((r) => r.id),
+          saved.map((x) => x?.json ?? null),
+          saved.map((x) => x?.failingSince ?? null),
+          saved.map((x) => x?.digestDueAt ?? null),
+        ],
+      );
+    }
+
+    return picked.map((r, i): LeasedDelivery => {
+      const cd = cands[index.get(r.endpoint_id)!]!;
+      return {
+        mode: modes[i]!,
+        delivery: { ...toDelivery(r), updatedAt: now },
+        endpoint: {
+          id: cd.endpoint_id,
+          tenantId: cd.tenant_id,
+          url: cd.url,
+          headers: JSON.parse(cd.headers),
+        },
+        event: { id: r.event_id, type: r.event_type, createdAt: r.ev_created_at, data: r.ev_data },
+        leaseUntil,
+      };
+    });
+  });
+}

@@ -1,0 +1,66 @@
+/**
+ * Query building blocks shared by the PostgreSQL delivery and operations stores: the connection they run on, the
+ * global lock order, WHERE clauses, the queue due-time recompute and the per-tenant fan-out gate.
+ */
+import type { QueryResult, QueryResultRow } from 'pg';
+import type { TxRunner } from './migrate.ts';
+
+export interface PostgresDeliveryStoreDeps {
+  /** One statement on the pool, errors mapped (StoreUnavailableError). */
+  query: <R extends QueryResultRow>(text: string, values?: unknown[]) => Promise<QueryResult<R>>;
+  /** BEGIN/COMMIT on one client, errors mapped, deadlocks and serialization failures retried. */
+  tx: TxRunner;
+}
+
+export type Db = { query: PostgresDeliveryStoreDeps['query'] };
+
+/** Plain code-unit order (= COLLATE "C"), the same in every process: the global lock order for queue rows. */
+export const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** WHERE clauses built per call, so every shape gets a plan on the matching index. */
+export function where(base: Array<[string, unknown]>) {
+  const values: unknown[] = [];
+  const parts = base.map(([sql, v]) => {
+    values.push(v);
+    return sql.replace('?', `$${values.length}`);
+  });
+  return { sql: parts.join(' AND '), values, next: () => `$${values.length + 1}` };
+}
+
+/**
+ * The due time of queue row `q`: the earliest next_attempt_at among its unleased pending deliveries when the
+ * endpoint is enabled and not deleted, else NULL — one probe of the partial index deliveries_ready (written as
+ * ORDER BY … LIMIT 1 so the plan is that probe even without statistics).
+ *
+ * For use in the same statement as a write to deliveries (which that statement's snapshot does not see):
+ * `exclude` names a text[] of delivery ids whose row is being changed, `extra` a bigint due time to fold in.
+ */
+export function recomputeDue(o: { exclude?: string; extra?: string } = {}): string {
+  const visible = `(SELECT d.next_attempt_at FROM deliveries d
+                     WHERE d.endpoint_id = q.endpoint_id AND d.status = 'pending' AND d.lease_owner IS NULL
+                       ${o.exclude ? `AND d.id <> ALL(${o.exclude})` : ''}
+                     ORDER BY d.next_attempt_at LIMIT 1)`;
+  return `CASE WHEN EXISTS (SELECT 1 FROM endpoints e
+                             WHERE e.id = q.endpoint_id AND e.status = 'enabled' AND e.deleted_at IS NULL)
+          THEN ${o.extra ? `LEAST(${visible}, ${o.extra})` : visible}
+        END`;
+}
+export const RECOMPUTE_DUE = recomputeDue();
+
+/** Locks queue rows in endpoint_id order (never in plan order, which differs between statements). */
+export const LOCK_QUEUE_ROWS = `SELECT endpoint_id FROM endpoint_queue WHERE endpoint_id = ANY($1::text[])
+                          ORDER BY endpoint_id FOR UPDATE`;
+
+/**
+ * The per-tenant fan-out gate (see the header of delivery-store.ts): shared for fan-out, exclusive for writers
+ * that fan-out must not race (endpoint PATCH/DELETE/status, tenant deletion). Transaction-scoped; keys are
+ * namespaced hashes.
+ */
+export const lockTenantGate = (db: Db, tenantId: string) =>
+  db.query(`SELECT pg_advisory_xact_lock(hashtextextended('hookrail.tenant:' || $1::text, 0))`, [tenantId]);
+export const lockTenantGatesShared = (db: Db, sortedTenantIds: string[]) =>
+  db.query(
+    `SELECT pg_advisory_xact_lock_shared(hashtextextended('hookrail.tenant:' || t, 0))
+       FROM unnest($1::text[]) WITH ORDINALITY AS u(t, ord) ORDER BY ord`,
+    [sortedTenantIds],
+  );

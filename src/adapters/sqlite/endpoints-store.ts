@@ -1,0 +1,185 @@
+/** Endpoint CRUD and signing secrets of the SQLite delivery plane. */
+import type Database from 'better-sqlite3';
+import { matchesEventType } from '../../domain/event-types.ts';
+import type { DeliveryStore, SecretRecord } from '../../ports/delivery-store.ts';
+import type { RefreshDue } from './queue-due.ts';
+import { endpointFromRow, page, type Row, type St, secretFromRow, tenantClause } from './rows.ts';
+
+export function createEndpointsStore(
+  db: Database.Database,
+  st: St,
+  refreshDue: RefreshDue,
+): Pick<
+  DeliveryStore,
+  | 'endpointCreate'
+  | 'endpointGet'
+  | 'endpointList'
+  | 'endpointUpdate'
+  | 'endpointDelete'
+  | 'endpointSetStatus'
+  | 'secretRotate'
+  | 'secretListActive'
+  | 'secretRetire'
+> {
+  const cancelPending = (endpointId: string, reason: string, now: number, ids?: string[]) => {
+    if (ids) {
+      const stmt = st(
+        `UPDATE deliveries SET status = 'cancelled', status_reason = ?, next_attempt_at = NULL, updated_at = ?
+         WHERE id = ? AND status = 'pending'`,
+      );
+      for (const id of ids) stmt.run(reason, now, id);
+    } else {
+      st(
+        `UPDATE deliveries SET status = 'cancelled', status_reason = ?, next_attempt_at = NULL, updated_at = ?
+         WHERE endpoint_id = ? AND status = 'pending'`,
+      ).run(reason, now, endpointId);
+    }
+  };
+
+  const getEndpoint = (id: string, tenantId: string | null) => {
+    const t = tenantClause(tenantId);
+    const r = st(`SELECT * FROM endpoints WHERE id = ? AND deleted_at IS NULL${t.sql}`).get(id, ...t.args) as
+      | Row
+      | undefined;
+    return r ? endpointFromRow(r) : null;
+  };
+
+  const insertSecret = (s: SecretRecord) =>
+    st(
+      `INSERT INTO endpoint_secrets (id, endpoint_id, tenant_id, sealed, active_from, active_until, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    ).run(s.id, s.endpointId, s.tenantId, s.sealed, s.activeFrom, s.activeUntil, s.createdAt);
+
+  const activeSecrets = (endpointId: string, now: number) =>
+    (
+      st(
+        `SELECT * FROM endpoint_secrets WHERE endpoint_id = ? AND active_from <= ?
+         AND (active_until IS NULL OR active_until > ?) ORDER BY id DESC`,
+      ).all(endpointId, now, now) as Row[]
+    ).map(secretFromRow);
+
+  return {
+    async endpointCreate({ endpoint: e, secret }) {
+      db.transaction(() => {
+        st(
+          `INSERT INTO endpoints (id, tenant_id, url, description, event_types, ordering, max_concurrency, headers,
+             status, disabled_reason, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        ).run(
+          e.id,
+          e.tenantId,
+          e.url,
+          e.description,
+          JSON.stringify(e.eventTypes),
+          e.ordering,
+          e.maxConcurrency,
+          JSON.stringify(e.headers),
+          e.status,
+          e.disabledReason,
+          e.createdAt,
+          e.updatedAt,
+        );
+        st('INSERT INTO endpoint_queue (endpoint_id) VALUES (?)').run(e.id);
+        insertSecret(secret);
+      }).immediate();
+    },
+    async endpointGet({ id, tenantId }) {
+      return getEndpoint(id, tenantId);
+    },
+    async endpointList({ tenantId, limit, cursor }) {
+      const t = tenantClause(tenantId);
+      const c = cursor ? { sql: ' AND id < ?', args: [cursor] } : { sql: '', args: [] };
+      const rows = st(
+        `SELECT * FROM endpoints WHERE deleted_at IS NULL${t.sql}${c.sql} ORDER BY id DESC LIMIT ?`,
+      ).all(...t.args, ...c.args, limit + 1) as Row[];
+      return page(rows.map(endpointFromRow), limit);
+    },
+    async endpointUpdate({ id, tenantId, patch, now }) {
+      return db
+        .transaction(() => {
+          const current = getEndpoint(id, tenantId);
+          if (!current) return null;
+          const next = { ...current, ...patch, updatedAt: now };
+          st(
+            `UPDATE endpoints SET url = ?, description = ?, event_types = ?, ordering = ?, max_concurrency = ?,
+             headers = ?, updated_at = ? WHERE id = ?`,
+          ).run(
+            next.url,
+            next.description,
+            JSON.stringify(next.eventTypes),
+            next.ordering,
+            next.maxConcurrency,
+            JSON.stringify(next.headers),
+            now,
+            id,
+          );
+          if (patch.eventTypes) {
+            const pending = st(
+              `SELECT id, event_type FROM deliveries WHERE endpoint_id = ? AND status = 'pending'`,
+            ).all(id) as Row[];
+            const unsubscribed = pending
+              .filter((d) => !matchesEventType(next.eventTypes, d.event_type as string))
+              .map((d) => d.id as string);
+            if (unsubscribed.length > 0) {
+              cancelPending(id, 'unsubscribed', now, unsubscribed);
+              refreshDue(id);
+            }
+          }
+          return next;
+        })
+        .immediate();
+    },
+    async endpointDelete({ id, tenantId, now }) {
+      return db
+        .transaction(() => {
+          const res = st(
+            'UPDATE endpoints SET deleted_at = ?, updated_at = ? WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL',
+          ).run(now, now, id, tenantId);
+          if (res.changes === 0) return false;
+          cancelPending(id, 'endpoint_deleted', now);
+          st('UPDATE endpoint_queue SET next_due_at = NULL WHERE endpoint_id = ?').run(id);
+          return true;
+        })
+        .immediate();
+    },
+    async endpointSetStatus({ id, tenantId, status, reason, now }) {
+      return db
+        .transaction(() => {
+          const res = st(
+            `UPDATE endpoints SET status = ?, disabled_reason = ?, updated_at = ?
+           WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL`,
+          ).run(status, status === 'disabled' ? reason : null, now, id, tenantId);
+          if (res.changes === 0) return null;
+          refreshDue(id);
+          return getEndpoint(id, tenantId);
+        })
+        .immediate();
+    },
+
+    async secretRotate({ secret, previousActiveUntil, now }) {
+      db.transaction(() => {
+        const active = activeSecrets(secret.endpointId, now);
+        // Keep the newest active one for the overlap; anything older is retired now (at most two active).
+        active.forEach((s, i) => {
+          const until = i === 0 ? Math.min(s.activeUntil ?? previousActiveUntil, previousActiveUntil) : now;
+          st('UPDATE endpoint_secrets SET active_until = ? WHERE id = ?').run(until, s.id);
+        });
+        insertSecret(secret);
+      }).immediate();
+    },
+    async secretListActive({ endpointId, now }) {
+      return activeSecrets(endpointId, now);
+    },
+    async secretRetire({ id, endpointId, now }) {
+      return db
+        .transaction(() => {
+          const active = activeSecrets(endpointId, now);
+          if (!active.some((s) => s.id === id)) return 'not_found' as const;
+          if (active.length === 1) return 'last' as const;
+          st('UPDATE endpoint_secrets SET active_until = ? WHERE id = ?').run(now, id);
+          return 'retired' as const;
+        })
+        .immediate();
+    },
+  };
+}

@@ -1,0 +1,65 @@
+/** Fan-out of committed events into deliveries (SQLite). */
+import type Database from 'better-sqlite3';
+import { matchesEventType } from '../../domain/event-types.ts';
+import type { EndpointRecord } from '../../ports/delivery-store.ts';
+import { endpointFromRow, type Row, type St } from './rows.ts';
+
+export function createFanout(db: Database.Database, st: St) {
+  const insertDelivery = (...args: unknown[]) =>
+    st(
+      `INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id,
+       status, attempts, next_attempt_at, replayed_from, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, NULL, ?, ?)`,
+    ).run(...args);
+
+  const fanout = db.transaction(
+    (now: number, limit: number, ids: { delivery(): string; webhookId(): string }) => {
+      const pending = st(
+        `SELECT f.event_seq, e.id, e.tenant_id, e.type, e.resource_id FROM fanout_pending f
+       JOIN events e ON e.seq = f.event_seq ORDER BY f.event_seq LIMIT ?`,
+      ).all(limit) as Row[];
+      if (pending.length === 0) return { events: 0, deliveries: 0 };
+      const endpointsByTenant = new Map<string, EndpointRecord[]>();
+      const touched = new Set<string>();
+      let deliveries = 0;
+      for (const ev of pending) {
+        const tenantId = ev.tenant_id as string;
+        let endpoints = endpointsByTenant.get(tenantId);
+        if (!endpoints) {
+          endpoints = (
+            st(
+              `SELECT e.* FROM endpoints e JOIN tenants t ON t.id = e.tenant_id
+             WHERE e.tenant_id = ? AND e.deleted_at IS NULL AND t.deleted_at IS NULL`,
+            ).all(tenantId) as Row[]
+          ).map(endpointFromRow);
+          endpointsByTenant.set(tenantId, endpoints);
+        }
+        for (const ep of endpoints) {
+          if (!matchesEventType(ep.eventTypes, ev.type as string)) continue;
+          insertDelivery(
+            ids.delivery(),
+            tenantId,
+            ep.id,
+            ev.id,
+            ev.event_seq,
+            ev.type,
+            ev.resource_id,
+            ids.webhookId(),
+            now,
+            now,
+            now,
+          );
+          deliveries++;
+          if (ep.status === 'enabled') touched.add(ep.id);
+        }
+      }
+      const due = st(
+        `UPDATE endpoint_queue SET next_due_at = min(coalesce(next_due_at, @now), @now) WHERE endpoint_id = @id`,
+      );
+      for (const id of touched) due.run({ now, id });
+      st('DELETE FROM fanout_pending WHERE event_seq <= ?').run(pending[pending.length - 1]?.event_seq);
+      return { events: pending.length, deliveries };
+    },
+  );
+  return fanout;
+}

@@ -1,0 +1,113 @@
+/** Leasing due deliveries fairly across endpoints (SQLite). */
+import type Database from 'better-sqlite3';
+import { decideAttempt } from '../../domain/circuit-breaker.ts';
+import { type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
+import { effectiveCap } from '../../domain/ramp.ts';
+import type { LeasedDelivery } from '../../ports/delivery-store.ts';
+import { saveRuntime } from './operations-store.ts';
+import type { RefreshDue } from './queue-due.ts';
+import { deliveryFromRow, type Row, type St } from './rows.ts';
+
+export function createLease(db: Database.Database, st: St, refreshDue: RefreshDue) {
+  const lease = db.transaction(
+    (owner: string, now: number, limit: number, perEndpoint: number, leaseMs: number): LeasedDelivery[] => {
+      // The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at its
+      // ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold up every
+      // other endpoint until its in-flight attempts end): the next ones in rotation order are read instead.
+      const candidates: Array<{ c: Row; runtime: EndpointRuntime; cap: number }> = [];
+      for (let after: [number, string] = [-1, '']; candidates.length < limit; ) {
+        const want = limit - candidates.length;
+        const batch = st(
+          `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, e.max_concurrency, e.ordering, e.url,
+             e.headers, e.tenant_id
+           FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
+           WHERE q.next_due_at <= ? AND q.inflight < e.max_concurrency
+             AND (q.last_served_at > ? OR (q.last_served_at = ? AND q.endpoint_id > ?))
+           ORDER BY q.last_served_at, q.endpoint_id LIMIT ?`,
+        ).all(now, after[0], after[0], after[1], want) as Row[];
+        for (const c of batch) {
+          const runtime = parseRuntime((c.runtime as string | null) ?? null);
+          const cap = effectiveCap(c.max_concurrency as number, runtime.circuit.closedAt, now);
+          if (cap > (c.inflight as number)) candidates.push({ c, runtime, cap });
+        }
+        const last = batch[batch.length - 1];
+        if (!last || batch.length < want) break;
+        after = [last.last_served_at as number, last.endpoint_id as string];
+      }
+      const out: LeasedDelivery[] = [];
+      const leaseUntil = now + leaseMs;
+      const mark = st(
+        `UPDATE deliveries SET lease_owner = ?, lease_until = ?, updated_at = ? WHERE id = ? AND lease_owner IS NULL`,
+      );
+      for (const { c, runtime, cap } of candidates) {
+        if (out.length >= limit) break;
+        const endpointId = c.endpoint_id as string;
+        const room = Math.min(cap - (c.inflight as number), perEndpoint, limit - out.length);
+        if (room <= 0) continue;
+        let rows: Row[];
+        if (c.ordering === 'endpoint') {
+          // Strict order: one in flight, and only the head — the oldest undelivered event — may go.
+          rows =
+            (c.inflight as number) > 0
+              ? []
+              : (st(
+                  `SELECT d.*, ev.data AS ev_data, ev.created_at AS ev_created_at FROM deliveries d
+                   JOIN events ev ON ev.id = d.event_id
+                   WHERE d.endpoint_id = ? AND d.status = 'pending' ORDER BY d.event_seq LIMIT 1`,
+                ).all(endpointId) as Row[]);
+          rows = rows.filter((r) => r.lease_owner === null && (r.next_attempt_at as number) <= now);
+        } else {
+          // `resource`: only the oldest pending delivery of its resource may go (so at most one per resource is in
+          // flight); deliveries without a resource id, and every delivery under `none`, are unordered.
+          rows = st(
+            `SELECT d.*, ev.data AS ev_data, ev.created_at AS ev_created_at FROM deliveries d
+             JOIN events ev ON ev.id = d.event_id
+             WHERE d.endpoint_id = ? AND d.status = 'pending' AND d.lease_owner IS NULL AND d.next_attempt_at <= ?
+               AND (? = 0 OR d.resource_id IS NULL OR NOT EXISTS (
+                 SELECT 1 FROM deliveries x WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
+                   AND x.status = 'pending' AND x.resource_id IS NOT NULL AND x.event_seq < d.event_seq))
+             ORDER BY d.next_attempt_at LIMIT ?`,
+          ).all(endpointId, now, c.ordering === 'resource' ? 1 : 0, room) as Row[];
+        }
+        const endpoint = {
+          id: endpointId,
+          tenantId: c.tenant_id as string,
+          url: c.url as string,
+          headers: JSON.parse(c.headers as string),
+        };
+        let claimed = false;
+        for (const r of rows) {
+          mark.run(owner, leaseUntil, now, r.id);
+          // The circuit decides per delivery, in this transaction: send, send as the one probe, or skip.
+          const decision = decideAttempt(runtime.circuit, now);
+          if (decision.kind === 'send' && decision.probe) {
+            runtime.circuit = decision.claim;
+            claimed = true;
+          }
+          out.push({
+            mode: decision.kind === 'skip' ? 'circuit_open' : decision.probe ? 'probe' : 'send',
+            // As stored after the lease (which sets updated_at), like deliveryGet would return it.
+            delivery: { ...deliveryFromRow(r), updatedAt: now },
+            endpoint,
+            event: {
+              id: r.event_id as string,
+              type: r.event_type as string,
+              createdAt: r.ev_created_at as number,
+              data: r.ev_data as string,
+            },
+            leaseUntil,
+          });
+        }
+        st('UPDATE endpoint_queue SET inflight = inflight + ?, last_served_at = ? WHERE endpoint_id = ?').run(
+          rows.length,
+          now,
+          endpointId,
+        );
+        if (claimed) saveRuntime(st, endpointId, runtime);
+        refreshDue(endpointId);
+      }
+      return out;
+    },
+  );
+  return lease;
+}
