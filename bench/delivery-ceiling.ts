@@ -29,6 +29,8 @@ export interface CeilingReport {
   startedAt: number;
   finishedAt: number;
   attemptsPerS: number;
+  /** CPU time of this process over its whole life, ms. */
+  cpuMs: number;
 }
 
 /** 26 characters, like a ULID. */
@@ -94,6 +96,7 @@ async function main(): Promise<void> {
     startedAt,
     finishedAt,
     attemptsPerS: (ok * 1000) / Math.max(1, finishedAt - startedAt),
+    cpuMs: (process.cpuUsage().user + process.cpuUsage().system) / 1000,
   };
   process.stdout.write(`${JSON.stringify(report)}\n`);
 }

@@ -6,7 +6,7 @@
  *   npm run bench:delivery -- [--store sqlite|postgres] [--endpoints 100] [--events 50000]
  *                             [--concurrency 256] [--producer-concurrency 32] [--steady-events 2000]
  *                             [--steady-rate 200] [--warmup-events 500] [--data-bytes 1024] [--poll-ms <ms>]
- *                             [--cpu-prof <dir>]
+ *                             [--drain-events 0] [--ceiling-runs 3] [--cpu-prof <dir>]
  *
  * One event = one delivery. Endpoint i subscribes to `bench.e<i>` only, and the producer cycles the event type
  * over `bench.e0 … bench.e<N-1>`, so `--events 50000` over `--endpoints 100` is 50,000 deliveries, 500 per endpoint.
@@ -23,10 +23,17 @@
  *   3. bulk: --events sent as fast as intake answers them (--producer-concurrency in flight), so a backlog builds
  *      and the delivery plane runs flat out. attempts_per_s = bulk deliveries / (last − first arrival of a bulk
  *      delivery at the receiver); ttfa_p50/p99 are this phase's (saturated: they include the backlog wait).
+ *   3b. drain (only with --drain-events N): Hookrail is restarted without the delivery role, accepts N events,
+ *      and is restarted with all roles; drain_attempts_per_s is the rate at which the delivery plane alone (no
+ *      intake competing for the process) empties that ready backlog, first → last arrival.
  *   4. Hookrail is stopped gracefully and the store checked: every delivery `delivered`, one attempt each.
  *   5. ceiling: a warm-up, then --events requests with min(--concurrency, endpoints × 10) in flight (Hookrail's
  *      effective concurrency: its worker cap and the default per-endpoint cap of 10); rate over the same receiver
- *      window. ratio = attempts_per_s / ceiling_attempts_per_s.
+ *      window; the best of --ceiling-runs runs (runs that another job skewed by > 10 % of the machine are repeated,
+ *      up to twice as many runs in all). ratio = attempts_per_s / ceiling_attempts_per_s.
+ *
+ * Another job on the machine skews everything (a 2-core box has no spare core): each phase reports the CPU share
+ * used by processes other than the benchmark's own, warns above 10 %, and bulk_foreign_cpu_share is in the result.
  *
  * ttfa (time to first attempt) = arrival of the first request for the event at the receiver − arrival of the 202
  * at the producer, both on the machine's monotonic clock (CLOCK_MONOTONIC, shared by all processes).
@@ -47,7 +54,9 @@ import type { ReceiverStats } from './delivery-receiver.ts';
 import {
   cpuMsOf,
   cpuShare,
+  cpuSnapshot,
   cpuTimesOf,
+  foreignShareSince,
   freshPgSchema,
   type MachineCpu,
   machineCpu,
@@ -59,6 +68,7 @@ import {
   runMain,
   runWorker,
   startServer,
+  tcpLocalPortsOf,
   waitForIdle,
 } from './support.ts';
 
@@ -81,6 +91,7 @@ interface Options {
   steadyRate: number;
   warmupEvents: number;
   drainEvents: number;
+  ceilingRuns: number;
   dataBytes: number;
   pollMs: number | null;
   cpuProfDir: string | null;
@@ -100,6 +111,7 @@ function parseOptions(argv: string[]): Options {
       'steady-rate': { type: 'string', default: '200' },
       'warmup-events': { type: 'string', default: '500' },
       'drain-events': { type: 'string', default: '0' },
+      'ceiling-runs': { type: 'string', default: '3' },
       'data-bytes': { type: 'string', default: '1024' },
       'poll-ms': { type: 'string' },
       'cpu-prof': { type: 'string' },
@@ -123,6 +135,7 @@ function parseOptions(argv: string[]): Options {
     steadyRate: int('steady-rate', values['steady-rate'], 1),
     warmupEvents: int('warmup-events', values['warmup-events'], 0),
     drainEvents: int('drain-events', values['drain-events'], 0),
+    ceilingRuns: int('ceiling-runs', values['ceiling-runs'], 1),
     dataBytes: int('data-bytes', values['data-bytes'], 400),
     pollMs: values['poll-ms'] === undefined ? null : int('poll-ms', values['poll-ms'], 1),
     cpuProfDir: values['cpu-prof'] ? resolve(values['cpu-prof']) : null,
@@ -200,11 +213,14 @@ const TIMELINE_SQL = `SELECT e.id AS event_id, e.created_at AS ev, d.created_at 
 interface StoreSetup {
   env: Record<string, string>;
   check(): Promise<StoreCheck>;
+  /** Processes doing Hookrail's database work outside its own process: its PostgreSQL backends. */
+  backendPids(hookrailPid: number | undefined): Promise<number[]>;
 }
 
 function sqliteSetup(dataDir: string): StoreSetup {
   return {
     env: { DATABASE_URL: '' },
+    backendPids: async () => [],
     check: async () => {
       const db = new Database(join(dataDir, 'hookrail.db'), { readonly: true });
       try {
@@ -230,6 +246,16 @@ async function postgresSetup(): Promise<StoreSetup> {
   const { schema, url, admin } = await freshPgSchema('bench_delivery', log);
   return {
     env: { DATABASE_URL: url },
+    // Hookrail's backends: those whose client port is one of the Hookrail process's sockets.
+    backendPids: async (hookrailPid: number | undefined) => {
+      const ports = tcpLocalPortsOf(hookrailPid);
+      const rows = (
+        await admin.query<{ pid: number; port: number | null }>(
+          'SELECT pid, client_port AS port FROM pg_stat_activity WHERE pid <> pg_backend_pid()',
+        )
+      ).rows;
+      return rows.filter((r) => r.port !== null && ports.has(r.port)).map((r) => r.pid);
+    },
     check: async () => {
       await admin.query(`SET search_path TO "${schema}"`);
       const statuses = Object.fromEntries(
@@ -280,6 +306,7 @@ interface Ctx {
   hookrail: { url: string; pid: number | undefined };
   receiver: ReceiverClient;
   receiverPid: number | undefined;
+  backendPids: () => Promise<number[]>;
   tenantId: string;
   producerKey: string;
   types: string[];
@@ -310,6 +337,7 @@ async function runPhase(
   log(
     `${name}: sending ${count} events ${ratePerS === null ? 'as fast as intake takes them' : `at ${ratePerS}/s`}`,
   );
+  const backends0 = new Map((await ctx.backendPids()).map((pid) => [pid, cpuMsOf(pid) ?? 0]));
   const split0 = cpuTimesOf(ctx.hookrail.pid);
   const cpu0 = cpuMsOf(ctx.hookrail.pid);
   const rcpu0 = cpuMsOf(ctx.receiverPid);
@@ -329,9 +357,14 @@ async function runPhase(
   const rcpu1 = cpuMsOf(ctx.receiverPid);
   const self = process.cpuUsage(self0);
   const m1 = machineCpu();
+  let backendMs = 0;
+  for (const pid of new Set([...backends0.keys(), ...(await ctx.backendPids())])) {
+    const now = cpuMsOf(pid);
+    if (now !== null) backendMs += now - (backends0.get(pid) ?? 0);
+  }
   let foreignShare: number | null = null;
   if (m0 && m1 && cpu0 !== null && cpu1 !== null && rcpu0 !== null && rcpu1 !== null) {
-    const ours = cpu1 - cpu0 + (rcpu1 - rcpu0) + produce.cpuMs + (self.user + self.system) / 1000;
+    const ours = cpu1 - cpu0 + backendMs + (rcpu1 - rcpu0) + produce.cpuMs + (self.user + self.system) / 1000;
     foreignShare = Math.max(0, (m1.busy - m0.busy - ours) / Math.max(1, m1.total - m0.total));
   }
 
@@ -380,7 +413,11 @@ async function runPhase(
           `${Math.round((r.hookrailCpuMs * 1000) / Math.max(1, deliveries))} µs per event (intake+delivery` +
           (split0 && split1
             ? `; ${Math.round((100 * (split1.system - split0.system)) / Math.max(1, r.hookrailCpuMs))}% of it in the kernel)`
-            : ')')
+            : ')') +
+          (backendMs > 0
+            ? `; its PostgreSQL backends ${Math.round((100 * backendMs) / phaseMs)}% of a core, ` +
+              `${Math.round((backendMs * 1000) / Math.max(1, deliveries))} µs per event`
+            : '')
         : '') +
       (r.machineBusy !== null
         ? `; machine ${Math.round(100 * r.machineBusy)}% busy (${Math.round(100 * (r.machineSteal ?? 0))}% stolen` +
@@ -500,6 +537,7 @@ async function main(): Promise<number> {
     hookrail: { url: hookrailServer.url, pid: hookrailServer.child.pid },
     receiver,
     receiverPid: receiverServer.child.pid,
+    backendPids: () => store.backendPids(ctx.hookrail.pid),
     tenantId: tenant.id,
     producerKey: producer.key,
     types,
@@ -545,9 +583,15 @@ async function main(): Promise<number> {
     hookrailServer = await startHookrail(ALL_ROLES, false);
     ctx.hookrail = { url: hookrailServer.url, pid: hookrailServer.child.pid };
     const cpu0 = cpuMsOf(hookrailServer.child.pid);
+    const snap = cpuSnapshot([
+      hookrailServer.child.pid,
+      receiverServer.child.pid,
+      ...(await store.backendPids(hookrailServer.child.pid)),
+    ]);
     ctx.expectedSoFar += produced.accepted;
     await receiver.waitFor(ctx.expectedSoFar, 'drain');
     const cpu1 = cpuMsOf(hookrailServer.child.pid);
+    const foreign = foreignShareSince(snap, 0);
     const ids = JSON.parse(readFileSync(outFile, 'utf8')) as Array<[string, number]>;
     const arrivals = await receiver.arrivals();
     let first = Number.POSITIVE_INFINITY;
@@ -574,15 +618,17 @@ async function main(): Promise<number> {
       hookrailCpuMs: cpu0 !== null && cpu1 !== null ? cpu1 - cpu0 : null,
       machineBusy: null,
       machineSteal: null,
-      foreignShare: null,
+      foreignShare: foreign,
     });
     log(
       `drain: ${n} deliveries of a ready backlog in ${((last - first) / 1000).toFixed(2)} s = ` +
         `${Math.round(drain.attemptsPerS)} attempts/s with the delivery plane alone` +
         (cpu0 !== null && cpu1 !== null
           ? `; hookrail ${Math.round(((cpu1 - cpu0) * 1000) / Math.max(1, n))} µs CPU per delivery (incl. start-up)`
-          : ''),
+          : '') +
+        (foreign !== null ? `; ${Math.round(100 * foreign)}% of the machine used by other processes` : ''),
     );
+    if (foreign !== null && foreign > 0.1) log('warning: drain: other processes skewed the result');
   }
 
   // 4. Everything accepted arrived, once per webhook-id; then the store's view after a graceful stop.
@@ -610,7 +656,6 @@ async function main(): Promise<number> {
   describeTimeline(bulk, checked.rows);
 
   // 5. The ceiling: same receiver, same request shape, same concurrency, no Hookrail.
-  await receiver.reset();
   await waitForIdle('the ceiling', log);
   const ceilingSpec: CeilingSpec = {
     origin: receiverServer.url,
@@ -624,22 +669,42 @@ async function main(): Promise<number> {
   log(
     `ceiling: ${ceilingSpec.warmupCount} warm-up + ${opts.events} requests, ${effectiveConcurrency} in flight`,
   );
-  const ceiling = await runWorker<CeilingReport>('bench/delivery-ceiling.ts', ceilingSpec);
-  const carr = await receiver.arrivals();
-  let cFirst = Number.POSITIVE_INFINITY;
-  let cLast = Number.NEGATIVE_INFINITY;
-  let cCount = 0;
-  for (const [id, at] of carr) {
-    if (!id.startsWith('evt_ceil')) continue;
-    cCount++;
-    if (at < cFirst) cFirst = at;
-    if (at > cLast) cLast = at;
+  // The best of --ceiling-runs runs: a ceiling is what the machine can do, and another job only ever lowers it.
+  // Runs another job skewed (> 10 % of the machine) do not count towards --ceiling-runs; at most twice as many runs.
+  let ceilingPerS = 0;
+  let ceilingForeign: number | null = null;
+  let ceilingOk = true;
+  let cleanRuns = 0;
+  for (let run = 1; cleanRuns < opts.ceilingRuns && run <= 2 * opts.ceilingRuns; run++) {
+    await receiver.reset();
+    if (run > 1) await waitForIdle(`ceiling run ${run}`, log);
+    const snap = cpuSnapshot([receiverServer.child.pid]);
+    const ceiling = await runWorker<CeilingReport>('bench/delivery-ceiling.ts', ceilingSpec);
+    const foreign = foreignShareSince(snap, ceiling.cpuMs);
+    const carr = await receiver.arrivals();
+    let cFirst = Number.POSITIVE_INFINITY;
+    let cLast = Number.NEGATIVE_INFINITY;
+    let cCount = 0;
+    for (const [id, at] of carr) {
+      if (!id.startsWith('evt_ceil')) continue;
+      cCount++;
+      if (at < cFirst) cFirst = at;
+      if (at > cLast) cLast = at;
+    }
+    const perS = (cCount * 1000) / Math.max(1, cLast - cFirst);
+    log(
+      `ceiling run ${run}: ${ceiling.ok} ok, ${ceiling.failed} failed; ${cCount} at the receiver; ` +
+        `${Math.round(perS)} attempts/s over the receiver window (${Math.round(ceiling.attemptsPerS)}/s as the ` +
+        `client saw it)` +
+        (foreign !== null ? `; ${Math.round(100 * foreign)}% of the machine used by other processes` : ''),
+    );
+    if (ceiling.failed > 0 || cCount !== opts.events) ceilingOk = false;
+    if (foreign === null || foreign <= 0.1) cleanRuns++;
+    if (perS > ceilingPerS) {
+      ceilingPerS = perS;
+      ceilingForeign = foreign;
+    }
   }
-  const ceilingPerS = (cCount * 1000) / Math.max(1, cLast - cFirst);
-  log(
-    `ceiling: ${ceiling.ok} ok, ${ceiling.failed} failed; ${cCount} at the receiver; ${Math.round(ceilingPerS)} ` +
-      `attempts/s over the receiver window (${Math.round(ceiling.attemptsPerS)}/s as the client saw it)`,
-  );
   await receiverServer.stop();
 
   // 6. The result line.
@@ -660,6 +725,7 @@ async function main(): Promise<number> {
     below_saturation_rate: opts.steadyRate,
     drain_attempts_per_s: drain ? Math.round(drain.attemptsPerS) : null,
     bulk_foreign_cpu_share: bulk.foreignShare === null ? null : round(bulk.foreignShare, 2),
+    ceiling_foreign_cpu_share: ceilingForeign === null ? null : round(ceilingForeign, 2),
     deliveries: totalAccepted,
     lost: totalLost,
     duplicates: rstats.duplicates,
@@ -673,7 +739,6 @@ async function main(): Promise<number> {
       `${target.p99 !== null ? `, below-saturation ttfa p99 <= ${target.p99} ms` : ''} → ${met ? 'met' : 'MISSED'}`,
   );
   process.stdout.write(`${JSON.stringify(result)}\n`);
-  const ceilingOk = ceiling.failed === 0 && cCount === opts.events;
   if (!ceilingOk) log('warning: the ceiling loop did not complete every request');
   return receiverOk && storeOk && totalFailed === 0 && ceilingOk ? 0 : 1;
 }

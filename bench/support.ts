@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { resolve } from 'node:path';
 import pg from 'pg';
 
@@ -199,6 +199,66 @@ export function machineCpu(): MachineCpu | null {
 }
 export const cpuShare = (a: MachineCpu, b: MachineCpu, key: 'busy' | 'steal') =>
   (b[key] - a[key]) / Math.max(1, b.total - a.total);
+
+/** Local TCP ports of a process's sockets (Linux /proc), e.g. to find its PostgreSQL backends by client_port. */
+export function tcpLocalPortsOf(pid: number | undefined): Set<number> {
+  const ports = new Set<number>();
+  if (pid === undefined) return ports;
+  try {
+    const inodes = new Set<string>();
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+        if (m) inodes.add(m[1] as string);
+      } catch {
+        // closed meanwhile
+      }
+    }
+    for (const table of ['tcp', 'tcp6']) {
+      for (const line of readFileSync(`/proc/${pid}/net/${table}`, 'utf8').split('\n').slice(1)) {
+        const f = line.trim().split(/\s+/);
+        if (f.length > 9 && inodes.has(f[9] as string))
+          ports.add(Number.parseInt(f[1]?.split(':')[1] ?? '', 16));
+      }
+    }
+  } catch {
+    // not Linux, or the process is gone
+  }
+  return ports;
+}
+
+/** CPU counters at one moment: the machine's, some processes', and this process's own. */
+export interface CpuSnapshot {
+  machine: MachineCpu | null;
+  pids: Array<{ pid: number | undefined; ms: number | null }>;
+  self: NodeJS.CpuUsage;
+}
+
+export function cpuSnapshot(pids: Array<number | undefined>): CpuSnapshot {
+  return {
+    machine: machineCpu(),
+    pids: pids.map((pid) => ({ pid, ms: cpuMsOf(pid) })),
+    self: process.cpuUsage(),
+  };
+}
+
+/**
+ * Share of all cores used since `a` by processes other than the snapshot's, this process and `extraMs` of CPU
+ * reported by children that have exited meanwhile: how much another job on the machine skewed a measurement.
+ */
+export function foreignShareSince(a: CpuSnapshot, extraMs: number): number | null {
+  const m = machineCpu();
+  if (!a.machine || !m) return null;
+  let ours = extraMs;
+  for (const p of a.pids) {
+    const now = cpuMsOf(p.pid);
+    if (p.ms === null || now === null) return null;
+    ours += now - p.ms;
+  }
+  const self = process.cpuUsage(a.self);
+  ours += (self.user + self.system) / 1000;
+  return Math.max(0, (m.busy - a.machine.busy - ours) / Math.max(1, m.total - a.machine.total));
+}
 
 /**
  * Waits until the machine is idle (< 15 % busy over a second) before a load phase, for at most a minute: another

@@ -133,6 +133,7 @@ export class DeliveryWorker {
     setImmediate(() => {
       this.flushScheduled = false;
       this.flush();
+      this.settle();
     });
   }
 
