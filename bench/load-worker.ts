@@ -11,6 +11,7 @@
  * Prints one JSON line (LoadReport) on stdout.
  */
 import autocannon, { type AutocannonClient } from 'autocannon';
+import { breakdown, type CpuBreakdown, snapshot } from './proc-stats.ts';
 
 export interface LoadSpec {
   url: string;
@@ -19,6 +20,8 @@ export interface LoadSpec {
   connections: number;
   seconds: number;
   warmupSeconds: number;
+  /** The server under load, whose CPU is reported per phase. */
+  serverPid: number;
 }
 
 export interface PhaseReport {
@@ -38,8 +41,8 @@ export interface PhaseReport {
   timeouts: number;
   /** Requests still unanswered when the phase ended (0 unless the drain timed out). */
   unanswered: number;
-  /** CPU time of this load-generator process during the phase. */
-  cpuMs: number;
+  /** Where the machine's CPU went during the phase (server, load generator, PostgreSQL, anything else). */
+  cpu: CpuBreakdown;
 }
 
 export interface LoadReport {
@@ -70,7 +73,7 @@ async function phase(spec: LoadSpec, seconds: number): Promise<PhaseReport> {
     allDone = resolve;
   });
 
-  const cpu0 = process.cpuUsage();
+  const s0 = snapshot();
   const t0 = performance.now();
   const instance = autocannon({
     url: spec.url,
@@ -111,8 +114,8 @@ async function phase(spec: LoadSpec, seconds: number): Promise<PhaseReport> {
     lastDone = performance.now();
     instance.stop();
   }
+  const s1 = snapshot();
   const result = await instance;
-  const cpu = process.cpuUsage(cpu0);
 
   const elapsed = (lastDone - t0) / 1000;
   const sorted = Float64Array.from(latencies).sort();
@@ -129,7 +132,7 @@ async function phase(spec: LoadSpec, seconds: number): Promise<PhaseReport> {
     connErrors: result.errors - result.timeouts,
     timeouts: result.timeouts,
     unanswered: Math.max(0, requests - responses),
-    cpuMs: (cpu.user + cpu.system) / 1000,
+    cpu: breakdown(s0, s1, { server: spec.serverPid, loadgen: process.pid }),
   };
 }
 
