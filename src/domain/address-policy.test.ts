@@ -231,7 +231,7 @@ describe('embedded IPv4 decoding', () => {
 
 // --- public addresses and differential checks against node:net --------------------------------------------------
 
-/** An independent reference: the SECURITY-NOTES §2.3 classifier, written with node:net.BlockList. */
+/** An independent reference: a second classifier written with node:net.BlockList. */
 const reference = (() => {
   const deny = new BlockList();
   const v4 = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12'];

@@ -1,5 +1,5 @@
 /**
- * The address guard's decisions (PRODUCT.md §7, ADR-11/12; design in SECURITY-NOTES.md §2.2-2.3), pure and
+ * The address guard's decisions (PRODUCT.md §7, ADR-11/12; operator view in docs/security.md), pure and
  * dependency-free so that the domain imports nothing but itself (scripts/check-boundaries.ts). The HTTP adapter
  * calls `isBlockedAddress` on every address it is about to dial; `checkUrlShape` is the URL policy applied at
  * registration, on every delivery and on every redirect hop.

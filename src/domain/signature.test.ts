@@ -12,7 +12,7 @@ import {
   signV1,
 } from './signature.ts';
 
-// Frozen vectors from shared/SIGNATURES.md §5 (independently recomputed with OpenSSL and verified with
+// Frozen test vectors (independently recomputed with OpenSSL and verified with
 // standardwebhooks@1.1.1 and svix@1.99.1). Changing any of these is a breaking change for every consumer.
 const V1 = {
   secret: 'whsec_7iCoM8lWAMcEZE6mQhZvmLRgfaJY/7SC',
@@ -51,7 +51,7 @@ const UNRELATED = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 describe('frozen test vectors (contract)', () => {
-  it('V2 body is the byte-exact JS literal from SIGNATURES.md', () => {
+  it('V2 body is the byte-exact JS literal of the frozen vector', () => {
     const literal =
       '{\n  "type": "invoice.paid",\n  "data": {"customer": "Zoë Ñúñez", "amount": "€12.50", "note": "tab\\tquote\\" 🎉"}\n}\n';
     expect(V2.body.equals(Buffer.from(literal, 'utf8'))).toBe(true);

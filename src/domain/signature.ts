@@ -1,5 +1,5 @@
 /**
- * Standard Webhooks `v1` signatures (PRODUCT.md §4, shared/SIGNATURES.md): HMAC-SHA256 over
+ * Standard Webhooks `v1` signatures (PRODUCT.md §4; docs/consumer-contract.md): HMAC-SHA256 over
  * `{webhook-id}.{webhook-timestamp}.{raw body}`, keyed with the base64-decoded part of a `whsec_` secret,
  * encoded as padded standard base64. Consumers verify with any Standard Webhooks library, so every byte of
  * the canonical string is a published contract guarded by frozen test vectors.

@@ -79,7 +79,7 @@ const IPV6 = existsSync('/proc/sys/net/ipv6');
 if (unsupported) console.warn(`containment test skipped: ${unsupported}`);
 else if (nftMissing) console.warn(`containment test: nftables part skipped: ${nftMissing}`);
 
-// Addresses. "Public" ones exist only inside these namespaces (the SECURITY-NOTES.md prototype used the same v4).
+// Addresses. "Public" ones exist only inside these namespaces.
 const PUB4 = '93.184.215.14';
 const PUB6 = '2606:2800:21f:cb07:6820:80da:af6b:8b2c';
 const INT4 = '10.213.9.10'; // internal service as seen by the control plane

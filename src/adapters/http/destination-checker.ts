@@ -1,5 +1,5 @@
 /**
- * Registration-time destination check (SECURITY-NOTES.md §2.1, layers L1 and L2): the URL policy, then the
+ * Registration-time destination check (docs/security.md: URL policy and resolution check): the URL policy, then the
  * same resolve-and-check-every-address step the connect guard runs. It exists for the tenant's benefit — a clear
  * error when the endpoint is created — and decides nothing at delivery time: DNS answers change, so every
  * connection is checked again by the guarded agent (undici-sender.ts).

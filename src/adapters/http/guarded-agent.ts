@@ -1,5 +1,5 @@
 /**
- * The authoritative address guard (ADR-11, SECURITY-NOTES.md §2.4): an undici Agent whose connect path resolves
+ * The authoritative address guard (ADR-11; docs/security.md): an undici Agent whose connect path resolves
  * the host through an injectable resolver, checks EVERY answer, and hands net/tls.connect a `lookup` that returns
  * exactly the answers it just checked. Node then dials only those addresses — there is no second resolution for
  * a rebinding DNS server to answer differently. IP-literal hosts never reach `lookup`, so they are checked here
