@@ -27,6 +27,7 @@ import { EVENT_COLUMNS, type EventRow, insertEventBatch, toEvent } from './event
 import { assertSchemaName, runMigrations } from './migrate.ts';
 import { createPostgresOperationsStore } from './operations-store.ts';
 import { isRetryableTransactionError, isUnavailableError } from './pg-errors.ts';
+import { toPage } from './rows.ts';
 
 export interface PostgresStoreOptions {
   connectionString: string;
@@ -95,12 +96,6 @@ const toApiKey = (r: ApiKeyRow): ApiKeyRecord => ({
 });
 
 const API_KEY_COLUMNS = 'id, kind, tenant_id, name, hash, prefix, created_at, revoked_at';
-
-/** Fetch limit+1 rows (newest first); the extra row only says whether a next page exists. */
-function toPage<R, T extends { id: string }>(rows: R[], limit: number, map: (r: R) => T): Page<T> {
-  const data = rows.slice(0, limit).map(map);
-  return { data, nextCursor: rows.length > limit && data.length > 0 ? data[data.length - 1]!.id : null };
-}
 
 function warn(logger: unknown, obj: Record<string, unknown>, msg: string): void {
   const fn = (logger as { warn?: unknown } | null | undefined)?.warn;

@@ -21,8 +21,8 @@ import type {
   NotificationRecord,
 } from '../../ports/delivery-store.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
-import type { Page } from '../../ports/store.ts';
 import { deliveryFromRow, endpointFromRow } from './delivery-store.ts';
+import { page } from './rows.ts';
 
 type Row = Record<string, unknown>;
 type St = (sql: string) => Database.Statement;
@@ -53,12 +53,6 @@ const auditFromRow = (r: Row): AuditRecord => ({
   details: JSON.parse(r.details as string),
   createdAt: r.created_at as number,
 });
-
-function page<T extends { id: string }>(rows: T[], limit: number): Page<T> {
-  const more = rows.length > limit;
-  const data = more ? rows.slice(0, limit) : rows;
-  return { data, nextCursor: more ? (data[data.length - 1]?.id ?? null) : null };
-}
 
 /** Smallest attempt id minted at or after `ms` (ids are time-sortable), for index range scans by time. */
 const attemptIdFloor = (ms: number) => `att_${ulid(Math.max(0, ms), new Uint8Array(10))}`;
@@ -166,18 +160,21 @@ export function createSqliteOperationsStore(
     },
 
     async attemptStats({ endpointId, since }) {
-      const rows = st(
-        `SELECT outcome, platform_ms, consumer_ms FROM attempts
-         WHERE endpoint_id = ? AND id >= ? AND (error_class IS NULL OR error_class <> 'circuit_open')
-         ORDER BY id DESC`,
-      ).all(endpointId, attemptIdFloor(since)) as Row[];
+      // Counts in SQL; latencies from the newest 1,000 sent attempts only (a busy endpoint's day is large).
+      const sent = `endpoint_id = ? AND id >= ? AND (error_class IS NULL OR error_class <> 'circuit_open')`;
+      const floor = attemptIdFloor(since);
+      const counts = st(
+        `SELECT count(*) AS n, coalesce(sum(outcome = 'delivered'), 0) AS ok FROM attempts WHERE ${sent}`,
+      ).get(endpointId, floor) as Row;
+      const recent = st(
+        `SELECT platform_ms, consumer_ms FROM attempts WHERE ${sent} ORDER BY id DESC LIMIT 1000`,
+      ).all(endpointId, floor) as Row[];
       const dead = st(
         `SELECT count(*) AS n FROM deliveries WHERE endpoint_id = ? AND status = 'dead' AND updated_at >= ?`,
       ).get(endpointId, since) as Row;
-      const recent = rows.slice(0, 1000);
       return {
-        attempts: rows.length,
-        successes: rows.filter((r) => r.outcome === 'delivered').length,
+        attempts: counts.n as number,
+        successes: counts.ok as number,
         deadLetters: dead.n as number,
         platformMs: recent.map((r) => r.platform_ms as number).sort((a, b) => a - b),
         consumerMs: recent

@@ -17,13 +17,13 @@ import type {
   EventInsertOutcome,
   EventRecord,
   NewEvent,
-  Page,
   Store,
   TenantRecord,
 } from '../../ports/store.ts';
 import { StoreUnavailableError } from '../../ports/store.ts';
 import { createSqliteDeliveryStore } from './delivery-store.ts';
 import { createSqliteOperationsStore } from './operations-store.ts';
+import { page } from './rows.ts';
 
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 
@@ -58,12 +58,6 @@ const eventFromRow = (r: Row): EventRecord => ({
   requestHash: (r.request_hash as string | null) ?? null,
   createdAt: r.created_at as number,
 });
-
-function page<T extends { id: string }>(rows: T[], limit: number): Page<T> {
-  const more = rows.length > limit;
-  const data = more ? rows.slice(0, limit) : rows;
-  return { data, nextCursor: more ? (data[data.length - 1]?.id ?? null) : null };
-}
 
 export interface SqliteStoreOptions {
   /** File path, or ':memory:' for throwaway stores. */
