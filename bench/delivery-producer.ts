@@ -5,8 +5,9 @@
  * cycles through `types`, so each event is addressed to one endpoint.
  *
  * For every 202 it records the event id and the time the answer arrived on the machine's monotonic clock
- * (support.ts machineMs), written as [[id, ms], …] to `outFile`; the receiver's arrival times are on the same
- * clock, so arrival − 202 is the time to first attempt. Prints one JSON line (ProduceReport) on stdout.
+ * (support.ts machineMs), written as [[id, ms, typeIndex], …] to `outFile` (typeIndex: the event's position in
+ * `types`, i.e. which endpoint it addresses); the receiver's arrival times are on the same clock, so arrival − 202
+ * is the time to first attempt. Prints one JSON line (ProduceReport) on stdout.
  */
 import { writeFileSync } from 'node:fs';
 import { Pool } from 'undici';
@@ -55,7 +56,7 @@ async function main(): Promise<void> {
   const headers = { authorization: `Bearer ${spec.producerKey}`, 'content-type': 'application/json' };
   const pool = new Pool(spec.origin, { connections: spec.concurrency, pipelining: 1 });
 
-  const times: Array<[string, number]> = [];
+  const times: Array<[string, number, number]> = [];
   const latencies: number[] = [];
   const statuses = new Map<number, number>();
   const errors: string[] = [];
@@ -77,7 +78,7 @@ async function main(): Promise<void> {
       const text = await res.body.text();
       statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
       if (res.statusCode === 202) {
-        times.push([(JSON.parse(text) as { id: string }).id, at]);
+        times.push([(JSON.parse(text) as { id: string }).id, at, i % bodies.length]);
         latencies.push(at - t0);
       } else {
         failed++;

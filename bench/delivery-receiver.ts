@@ -4,15 +4,26 @@
  * (support.ts machineMs — comparable with the producer's 202 times in another process) keyed by the event id read
  * from the body, plus the distinct `webhook-id`s (lost and duplicated deliveries).
  *
- *   node --import tsx bench/delivery-receiver.ts
+ *   node --import tsx bench/delivery-receiver.ts [--hold-prefix /slow/ --hold-ms 15000]
  *     → prints "listening on http://127.0.0.1:<port> control http://127.0.0.1:<port>"; SIGTERM stops it.
+ *
+ * With --hold-prefix, requests whose path starts with it are recorded on arrival like any other but answered only
+ * after --hold-ms: a slow endpoint that accepts the connection and never errors (bench/isolation.ts). Their
+ * webhook-ids are also counted apart (`heldWebhookIds`), so a caller can wait for the other paths' deliveries alone.
  *
  * Control port (never touched by the load): GET /stats, GET /arrivals (first arrival per event id, as
  * [[id, ms], …]), POST /reset.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { parseArgs } from 'node:util';
 import { machineMs } from './support.ts';
+
+const { values: args } = parseArgs({
+  options: { 'hold-prefix': { type: 'string' }, 'hold-ms': { type: 'string', default: '15000' } },
+});
+const holdPrefix = args['hold-prefix'] ?? null;
+const holdMs = Number(args['hold-ms']);
 
 export interface ReceiverStats {
   /** Requests answered. */
@@ -27,6 +38,11 @@ export interface ReceiverStats {
   distinctPaths: number;
   firstAt: number | null;
   lastAt: number | null;
+  /** Requests on --hold-prefix paths, and how many of them have been answered. */
+  held: number;
+  heldAnswered: number;
+  /** Distinct webhook-ids seen on --hold-prefix paths (included in distinctWebhookIds). */
+  heldWebhookIds: number;
 }
 
 let webhookIds = new Set<string>();
@@ -37,6 +53,11 @@ let duplicates = 0;
 let malformed = 0;
 let firstAt: number | null = null;
 let lastAt: number | null = null;
+let heldIds = new Set<string>();
+let held = 0;
+let heldAnswered = 0;
+/** Bumped by /reset, so a request held across a reset is not counted in the next run. */
+let generation = 0;
 
 /** The event id without parsing JSON: Hookrail's body starts `{"id":"evt_…",` (src/domain/delivery-request.ts). */
 function eventIdOf(body: string): string | null {
@@ -55,15 +76,28 @@ function onHook(req: IncomingMessage, res: ServerResponse): void {
     lastAt = at;
     const webhookId = req.headers['webhook-id'];
     const eventId = eventIdOf(Buffer.concat(chunks).toString('utf8'));
+    const hold = holdPrefix !== null && (req.url ?? '').startsWith(holdPrefix);
     if (typeof webhookId !== 'string' || eventId === null) malformed++;
     else {
       if (webhookIds.has(webhookId)) duplicates++;
       else webhookIds.add(webhookId);
+      if (hold) heldIds.add(webhookId);
       if (!arrivals.has(eventId)) arrivals.set(eventId, at);
     }
     paths.add(req.url ?? '');
-    res.writeHead(204);
-    res.end();
+    if (!hold) {
+      res.writeHead(204);
+      res.end();
+      return;
+    }
+    held++;
+    const gen = generation;
+    // Answered even if the client gave up meanwhile (writing to a closed socket is a no-op); counted only if not.
+    setTimeout(() => {
+      if (!req.socket.destroyed && gen === generation) heldAnswered++;
+      res.writeHead(204);
+      res.end();
+    }, holdMs);
   });
 }
 
@@ -77,6 +111,9 @@ function stats(): ReceiverStats {
     distinctPaths: paths.size,
     firstAt,
     lastAt,
+    held,
+    heldAnswered,
+    heldWebhookIds: heldIds.size,
   };
 }
 
@@ -93,7 +130,9 @@ function onControl(req: IncomingMessage, res: ServerResponse): void {
     webhookIds = new Set();
     arrivals = new Map();
     paths = new Set();
-    requests = duplicates = malformed = 0;
+    heldIds = new Set();
+    generation++;
+    requests = duplicates = malformed = held = heldAnswered = 0;
     firstAt = lastAt = null;
     send(stats());
   } else {

@@ -580,7 +580,7 @@ async function main(): Promise<number> {
     } satisfies ProduceSpec);
     await hookrailServer.stop();
     await waitForIdle('the drain', log);
-    hookrailServer = await startHookrail(ALL_ROLES, false);
+    hookrailServer = await startHookrail(ALL_ROLES, true);
     ctx.hookrail = { url: hookrailServer.url, pid: hookrailServer.child.pid };
     const cpu0 = cpuMsOf(hookrailServer.child.pid);
     const snap = cpuSnapshot([

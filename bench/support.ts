@@ -130,12 +130,20 @@ export async function startServer(name: string, args: string[], env: NodeJS.Proc
   return { child, url, banner, stop };
 }
 
-/** Runs a TypeScript worker script to completion in its own process; returns the last stdout line, parsed. */
-export async function runWorker<T>(script: string, spec: unknown): Promise<T> {
+/**
+ * Runs a TypeScript worker script to completion in its own process; returns the last stdout line, parsed.
+ * `onStart` gets the child's pid (e.g. to count its CPU as the benchmark's own while it runs).
+ */
+export async function runWorker<T>(
+  script: string,
+  spec: unknown,
+  onStart?: (pid: number) => void,
+): Promise<T> {
   const child = spawn(process.execPath, ['--import', 'tsx', resolve(ROOT, script), JSON.stringify(spec)], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  if (child.pid !== undefined) onStart?.(child.pid);
   onCleanup(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
   });
@@ -320,6 +328,17 @@ export async function freshPgSchema(prefix: string, log: Log): Promise<PgSchema>
   }
   log(`postgres schema ${schema} (search_path verified)`);
   return { schema, url, admin };
+}
+
+/** PostgreSQL backends serving a process: those whose client port is one of that process's local TCP ports. */
+export async function backendPidsOf(admin: pg.Client, pid: number | undefined): Promise<number[]> {
+  const ports = tcpLocalPortsOf(pid);
+  const rows = (
+    await admin.query<{ pid: number; port: number | null }>(
+      'SELECT pid, client_port AS port FROM pg_stat_activity WHERE pid <> pg_backend_pid()',
+    )
+  ).rows;
+  return rows.filter((r) => r.port !== null && ports.has(r.port)).map((r) => r.pid);
 }
 
 // ---------------------------------------------------------------------------------------------- numbers

@@ -54,6 +54,8 @@ export interface ApiDeps {
   destinations?: DestinationChecker;
   /** Published egress ranges (config.egressRangesFile); the shipped example file when absent. */
   egressRangesFile?: string;
+  /** Shared lanes new endpoints are hashed onto (config.sharedLanes; domain/lanes.ts default when absent). */
+  sharedLanes?: number;
 }
 
 declare module 'fastify' {

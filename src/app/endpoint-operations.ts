@@ -7,6 +7,7 @@ import { effectiveCircuitState, nextProbeAt } from '../domain/circuit-breaker.ts
 import { assessHealth, estimateDrainSeconds } from '../domain/endpoint-health.ts';
 import { ApiError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
+import { laneKind } from '../domain/lanes.ts';
 import { effectiveCap, rampEndsAt } from '../domain/ramp.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { BacklogChoice, DeliveryIdFactory } from '../ports/delivery-store.ts';
@@ -78,11 +79,12 @@ async function endpointOr404(deps: OperationsDeps, tenantId: string | null, id: 
 export async function endpointHealth(deps: OperationsDeps, tenantId: string | null, id: string) {
   const endpoint = await endpointOr404(deps, tenantId, id);
   const now = deps.clock.now();
-  const [view, hour, day, backlog] = await Promise.all([
+  const [view, hour, day, backlog, lane] = await Promise.all([
     deps.store.endpointRuntime({ endpointId: id }),
     deps.store.attemptStats({ endpointId: id, since: now - HOUR }),
     deps.store.attemptStats({ endpointId: id, since: now - 24 * HOUR }),
     deps.store.backlogStats({ endpointId: id }),
+    deps.store.endpointLane({ endpointId: id }),
   ]);
   if (!view) throw new ApiError('not_found', 'No such endpoint.');
   const { runtime } = view;
@@ -126,6 +128,17 @@ export async function endpointHealth(deps: OperationsDeps, tenantId: string | nu
     last_success_at: iso(runtime.lastSuccessAt),
     last_failure_at: iso(runtime.lastFailureAt),
     failing_since: iso(runtime.failingSince),
+    // Null only between an upgrade to lanes and the first rebalance pass (the endpoint has no lane yet).
+    lane:
+      lane?.lane == null
+        ? null
+        : {
+            id: lane.lane,
+            kind: laneKind(lane.lane),
+            since: iso(lane.since),
+            previous: lane.previous,
+            draining: lane.draining,
+          },
   };
 }
 

@@ -107,6 +107,8 @@ export interface EndpointDeps {
   keys: KeyService;
   /** The address guard's registration-time check; absent until the HTTP adapter provides it. */
   destinations?: DestinationChecker | undefined;
+  /** Shared lanes new endpoints are hashed onto (HOOKRAIL_SHARED_LANES; the store's default when absent). */
+  sharedLanes?: number | undefined;
 }
 
 export interface EndpointInput {
@@ -270,7 +272,7 @@ export async function createEndpoint(deps: EndpointDeps, tenantId: string, input
     updatedAt: now,
   };
   const secret = newSecret(deps, tenantId, endpoint.id, now);
-  await deps.store.endpointCreate({ endpoint, secret: secret.record });
+  await deps.store.endpointCreate({ endpoint, secret: secret.record, sharedLanes: deps.sharedLanes });
   return { endpoint, secret: secret.record, secretValue: secret.value };
 }
 

@@ -71,6 +71,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
   const sender = opts.sender ?? (roles.has('delivery') ? createSender(config, clock) : null);
   const metrics = createPromMetrics({
     queueStats: () => store.queueStats(),
+    laneStats: () => store.laneStats(),
     defaultMetrics: opts.listen !== false,
   });
   const workers = createWorkers({
@@ -113,6 +114,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
       metrics,
       destinations: opts.destinations ?? createDestinationChecker(config),
       egressRangesFile: config.egressRangesFile,
+      sharedLanes: config.sharedLanes,
     });
     if (opts.listen !== false) {
       url = await app.listen({ port: config.port, host: config.host });

@@ -63,6 +63,7 @@ export function createWorkers(deps: {
       concurrency: config.deliveryConcurrency,
       perEndpoint: 10,
       leaseMs: config.leaseMs,
+      lanes: config.lanes ?? undefined,
       pollMs: config.pollMs,
       wake: deliveriesCreated,
       logger,
@@ -85,6 +86,8 @@ export function createWorkers(deps: {
         intervalMs: config.maintenanceMs,
         mailer: config.smtpUrl ? createSmtpMailer({ url: config.smtpUrl, from: config.mailFrom }) : null,
         logger,
+        lanes: { sharedLanes: config.sharedLanes, thresholds: config.laneThresholds },
+        metrics: deps.metrics,
       })
     : null;
 

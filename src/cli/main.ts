@@ -6,12 +6,14 @@ import { createStore } from '../bootstrap/create-store.ts';
 import { startHookrail } from '../bootstrap/start.ts';
 import { VERSION } from '../bootstrap/version.ts';
 import { ConfigError, flagsToEnv, loadConfig } from '../config/config.ts';
+import { describeLaneBinding } from '../domain/lanes.ts';
 
 const USAGE = `hookrail ${VERSION}
 
 Usage:
   hookrail start [--roles intake,control,fanout,delivery,replay,maintenance] [--port 8080] [--host 127.0.0.1]
                  [--data-dir ./data] [--database-url postgres://…] [--log-level info]
+                 [--lanes *|shared|shared:0-3,shared:7|dedicated]   (the lanes this delivery role serves)
   hookrail migrate [--database-url postgres://…] [--data-dir ./data]
   hookrail --version
 
@@ -48,7 +50,8 @@ async function main(argv: string[]): Promise<number> {
     });
     process.stdout.write(
       `hookrail ${VERSION} ${hookrail.url ? `listening on ${hookrail.url}` : 'running'} ` +
-        `(store: ${hookrail.store.capabilities.kind}; roles: ${config.roles.join(',')})\n`,
+        `(store: ${hookrail.store.capabilities.kind}; roles: ${config.roles.join(',')}` +
+        `${config.roles.includes('delivery') ? `; lanes: ${describeLaneBinding(config.lanes)}` : ''})\n`,
     );
     await new Promise<void>((resolve) => {
       const stop = (signal: string) => {

@@ -12,7 +12,55 @@ describe('loadConfig', () => {
       roles: ['intake', 'control', 'fanout', 'delivery', 'replay', 'maintenance'],
       leaseMs: 60_000,
       httpsOnly: false,
+      lanes: null,
+      sharedLanes: 8,
+      laneThresholds: {
+        promoteBacklog: 10_000,
+        promoteRatePerMin: 30_000,
+        demoteBacklog: 1_000,
+        demoteRatePerMin: 10_000,
+        minDwellMs: 600_000,
+      },
     });
+  });
+
+  it('reads the lane binding against the shared-lane count, and the thresholds', () => {
+    const c = loadConfig({
+      HOOKRAIL_LANES: 'shared:0-1,dedicated',
+      HOOKRAIL_SHARED_LANES: '4',
+      HOOKRAIL_LANE_PROMOTE_BACKLOG: '50',
+      HOOKRAIL_LANE_PROMOTE_RATE: '600',
+      HOOKRAIL_LANE_DEMOTE_BACKLOG: '5',
+      HOOKRAIL_LANE_DEMOTE_RATE: '60',
+      HOOKRAIL_LANE_MIN_DWELL_MS: '2000',
+    });
+    expect(c.lanes).toEqual({ shared: [0, 1], dedicated: true });
+    expect(c.sharedLanes).toBe(4);
+    expect(c.laneThresholds).toEqual({
+      promoteBacklog: 50,
+      promoteRatePerMin: 600,
+      demoteBacklog: 5,
+      demoteRatePerMin: 60,
+      minDwellMs: 2000,
+    });
+    expect(loadConfig({ HOOKRAIL_LANES: 'shared' }).lanes).toEqual({ shared: 'all', dedicated: false });
+  });
+
+  it.each<[Record<string, string>, RegExp]>([
+    [{ HOOKRAIL_LANES: 'fast' }, /HOOKRAIL_LANES: unknown lane "fast"/],
+    [{ HOOKRAIL_LANES: 'shared:8' }, /HOOKRAIL_LANES: .*8 shared lanes/],
+    [{ HOOKRAIL_LANES: 'shared:5', HOOKRAIL_SHARED_LANES: '4' }, /4 shared lanes/],
+    [{ HOOKRAIL_SHARED_LANES: '0' }, /HOOKRAIL_SHARED_LANES must be an integer between 1 and 1024/],
+    [{ HOOKRAIL_LANE_PROMOTE_BACKLOG: 'many' }, /HOOKRAIL_LANE_PROMOTE_BACKLOG must be an integer/],
+    [
+      { HOOKRAIL_LANE_DEMOTE_BACKLOG: '20000' },
+      /thresholds: the demote backlog must be below the promote backlog/,
+    ],
+    [{ HOOKRAIL_LANE_DEMOTE_RATE: '30000' }, /the demote rate must be below the promote rate/],
+    [{ HOOKRAIL_LANE_MIN_DWELL_MS: '-1' }, /HOOKRAIL_LANE_MIN_DWELL_MS/],
+  ])('refuses lane settings %j', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
   });
 
   it.each([
@@ -33,9 +81,10 @@ describe('loadConfig', () => {
   });
 
   it('maps flags onto their environment names', () => {
-    expect(flagsToEnv(['--port', '9000', '--roles=intake,control'])).toEqual({
+    expect(flagsToEnv(['--port', '9000', '--roles=intake,control', '--lanes', 'shared:0-3'])).toEqual({
       HOOKRAIL_PORT: '9000',
       HOOKRAIL_ROLES: 'intake,control',
+      HOOKRAIL_LANES: 'shared:0-3',
     });
     expect(() => flagsToEnv(['--nope', '1'])).toThrow(/unknown flag/);
   });

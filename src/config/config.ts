@@ -4,6 +4,16 @@
  */
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
+import {
+  DEFAULT_LANE_THRESHOLDS,
+  DEFAULT_SHARED_LANES,
+  type LaneBinding,
+  LaneError,
+  type LaneThresholds,
+  MAX_SHARED_LANES,
+  parseLaneBinding,
+  validateThresholds,
+} from '../domain/lanes.ts';
 
 export const ROLES = ['intake', 'control', 'fanout', 'delivery', 'replay', 'maintenance'] as const;
 export type Role = (typeof ROLES)[number];
@@ -42,6 +52,12 @@ export interface Config {
   maintenanceMs: number;
   /** Deliver only to https:// URLs. */
   httpsOnly: boolean;
+  /** The lanes this process's delivery role leases from (`--lanes`); null: every lane. */
+  lanes: LaneBinding | null;
+  /** Shared lanes endpoints are hashed onto (scheme v1, domain/lanes.ts); the same in every process. */
+  sharedLanes: number;
+  /** When the maintenance role promotes an endpoint to a dedicated lane and demotes it again. */
+  laneThresholds: LaneThresholds;
 }
 
 export class ConfigError extends Error {}
@@ -95,6 +111,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   'egress-ranges-file': 'HOOKRAIL_EGRESS_RANGES_FILE',
   'log-level': 'HOOKRAIL_LOG_LEVEL',
   roles: 'HOOKRAIL_ROLES',
+  lanes: 'HOOKRAIL_LANES',
 };
 
 /** `--port 9000` / `--port=9000` flags, mapped onto their environment names. */
@@ -176,5 +193,36 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       86_400_000,
     ),
     httpsOnly: parseBoolean('HOOKRAIL_HTTPS_ONLY', get('HOOKRAIL_HTTPS_ONLY') ?? 'false'),
+    ...loadLaneConfig(get),
   };
+}
+
+function loadLaneConfig(get: (k: string) => string | null) {
+  const sharedLanes = parseInteger(
+    'HOOKRAIL_SHARED_LANES',
+    get('HOOKRAIL_SHARED_LANES') ?? String(DEFAULT_SHARED_LANES),
+    1,
+    MAX_SHARED_LANES,
+  );
+  const d = DEFAULT_LANE_THRESHOLDS;
+  const int = (name: string, fallback: number) => parseInteger(name, get(name) ?? String(fallback), 0);
+  const laneThresholds: LaneThresholds = {
+    promoteBacklog: int('HOOKRAIL_LANE_PROMOTE_BACKLOG', d.promoteBacklog),
+    promoteRatePerMin: int('HOOKRAIL_LANE_PROMOTE_RATE', d.promoteRatePerMin),
+    demoteBacklog: int('HOOKRAIL_LANE_DEMOTE_BACKLOG', d.demoteBacklog),
+    demoteRatePerMin: int('HOOKRAIL_LANE_DEMOTE_RATE', d.demoteRatePerMin),
+    minDwellMs: int('HOOKRAIL_LANE_MIN_DWELL_MS', d.minDwellMs),
+  };
+  const asConfigError = <T>(name: string, fn: () => T): T => {
+    try {
+      return fn();
+    } catch (err) {
+      throw err instanceof LaneError ? new ConfigError(`${name}: ${err.message}`) : err;
+    }
+  };
+  asConfigError('HOOKRAIL_LANE_* thresholds', () => validateThresholds(laneThresholds));
+  const lanes = asConfigError('HOOKRAIL_LANES', () =>
+    parseLaneBinding(get('HOOKRAIL_LANES') ?? '*', sharedLanes),
+  );
+  return { sharedLanes, laneThresholds, lanes };
 }

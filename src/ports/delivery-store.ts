@@ -3,6 +3,7 @@
  * and the append-only attempt log. Same conventions as store.ts: entity-first methods, one params object, `now`
  * passed in, integer milliseconds.
  */
+import type { LaneBinding } from '../domain/lanes.ts';
 import type { ListParams, Page } from './store.ts';
 
 export type Ordering = 'none' | 'endpoint' | 'resource';
@@ -181,7 +182,11 @@ export interface DeliveryIdFactory {
 }
 
 export interface DeliveryStore {
-  endpointCreate(p: { endpoint: EndpointRecord; secret: SecretRecord }): Promise<void>;
+  /**
+   * Also puts the endpoint in its shared lane: scheme v1 over `sharedLanes` (HOOKRAIL_SHARED_LANES, default 8;
+   * domain/lanes.ts). A count that differs from the maintenance role's is corrected by its next rebalance pass.
+   */
+  endpointCreate(p: { endpoint: EndpointRecord; secret: SecretRecord; sharedLanes?: number }): Promise<void>;
   /** `tenantId` null: any tenant (operator). Deleted endpoints are absent. */
   endpointGet(p: { id: string; tenantId: string | null }): Promise<EndpointRecord | null>;
   endpointList(p: ListParams & { tenantId: string | null }): Promise<Page<EndpointRecord>>;
@@ -230,6 +235,8 @@ export interface DeliveryStore {
   /**
    * Leases due deliveries fairly across endpoints: endpoints with ready work are served least-recently-served
    * first, each within its in-flight cap (global, across processes), at most `perEndpoint` per endpoint per call.
+   * With `lanes`, only endpoints whose current lane the binding serves (domain/lanes.ts); absent: every lane. Each
+   * leased delivery records the lane it was leased under (what a later move counts as draining).
    */
   deliveryLease(p: {
     owner: string;
@@ -237,6 +244,7 @@ export interface DeliveryStore {
     limit: number;
     perEndpoint: number;
     leaseMs: number;
+    lanes?: LaneBinding;
   }): Promise<LeasedDelivery[]>;
   /** Appends the attempts and updates the deliveries and in-flight counts, in one transaction. */
   /**

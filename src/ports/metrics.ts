@@ -9,6 +9,8 @@ export interface Metrics {
     platformMs: number;
     consumerMs: number | null;
   }): void;
+  /** One lane move made by this process's maintenance pass (ADR-03). */
+  laneMoved(kind: 'promoted' | 'demoted' | 'rehashed'): void;
   /** The text exposition for GET /metrics. */
   render(): Promise<{ contentType: string; body: string }>;
 }

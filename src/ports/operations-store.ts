@@ -2,6 +2,8 @@
  * Failure handling and operations on the delivery plane (ADR-08/09/10/14/16): the shared per-endpoint runtime,
  * health statistics, backlog and re-enable, auto-disable, the notification outbox, replay and the audit trail.
  */
+
+import type { LaneMoveKind, LaneThresholds } from '../domain/lanes.ts';
 import type {
   AttemptWindowStats,
   AuditRecord,
@@ -14,6 +16,23 @@ import type {
   NotificationRecord,
 } from './delivery-store.ts';
 import type { ListParams, Page } from './store.ts';
+
+/** An endpoint's lane as the health API shows it. */
+export interface LaneState {
+  /** `shared:<n>` or `dedicated:<endpoint id>`; null until the first rebalance pass (endpoints older than lanes). */
+  lane: string | null;
+  since: number | null;
+  previous: string | null;
+  /** Deliveries still leased under a lane other than the current one: the drain window of the last move. */
+  draining: number;
+}
+
+export interface LaneMove {
+  endpointId: string;
+  from: string | null;
+  to: string;
+  kind: LaneMoveKind;
+}
 
 export interface OperationsStore {
   /** The shared runtime record (circuit, streak, health, notice windows) and in-flight count. */
@@ -70,4 +89,20 @@ export interface OperationsStore {
 
   /** For metrics: pending deliveries across all endpoints, and endpoints whose circuit is not closed. */
   queueStats(): Promise<{ pending: number; circuitsOpen: number }>;
+
+  /**
+   * One pass of the lane control loop (ADR-03, domain/lanes.ts decideLane): promotes, demotes and re-hashes
+   * (after a change of `sharedLanes`) live endpoints, assigns a lane to those that have none, and returns the moves
+   * made. Safe with several maintenance processes at once: each move is made by one pass only (PostgreSQL: a
+   * transaction-scoped advisory lock; a pass that does not get it makes no move). A move rewrites the queue row's
+   * lane under its lock and nothing else; no move is made while the previous one still drains.
+   */
+  laneRebalance(p: { now: number; sharedLanes: number; thresholds: LaneThresholds }): Promise<LaneMove[]>;
+  /** Null when the endpoint does not exist. */
+  endpointLane(p: { endpointId: string }): Promise<LaneState | null>;
+  /**
+   * For metrics: live endpoints in dedicated lanes, and pending deliveries per lane with every dedicated lane
+   * counted as `dedicated` and unassigned endpoints as `unassigned` (bounded label values).
+   */
+  laneStats(): Promise<{ dedicatedEndpoints: number; pendingByLane: Record<string, number> }>;
 }

@@ -17,6 +17,7 @@ import type { Logger } from 'pino';
 import { type AttemptDeps, deliverAttempt } from '../app/deliver-attempt.ts';
 import type { Signal } from '../app/signal.ts';
 import { newId } from '../domain/ids.ts';
+import type { LaneBinding } from '../domain/lanes.ts';
 import type { AttemptCompletion, LeasedDelivery } from '../ports/delivery-store.ts';
 import type { Metrics } from '../ports/metrics.ts';
 import type { Store } from '../ports/store.ts';
@@ -30,6 +31,8 @@ export interface DeliveryWorkerOptions {
   /** Most deliveries leased for one endpoint per lease call, so one endpoint cannot take every free slot. */
   perEndpoint: number;
   leaseMs: number;
+  /** The lanes this worker leases from (`--lanes`, domain/lanes.ts); absent: every lane. */
+  lanes?: LaneBinding;
   pollMs: number;
   /** Poked by fan-out in this process when new work exists. */
   wake: Signal;
@@ -83,6 +86,7 @@ export class DeliveryWorker {
             limit: free,
             perEndpoint,
             leaseMs,
+            lanes: this.opts.lanes,
           });
         } catch (err) {
           this.opts.logger?.warn({ err }, 'lease failed; retrying');

@@ -1,15 +1,18 @@
 /**
  * The maintenance role: periodic passes that are idempotent and safe to run in several processes at once —
  * returning expired leases to the queue (a crashed worker's deliveries), pruning expired idempotency keys,
- * auto-disabling endpoints after 72 h of continuous failure (ADR-14), closing digest windows, and mailing the
- * notification outbox (ADR-09). A failing SMTP server only delays the outbox; nothing else waits for it.
+ * auto-disabling endpoints after 72 h of continuous failure (ADR-14), closing digest windows, mailing the
+ * notification outbox (ADR-09), and the lane control loop (ADR-03: promote, demote, re-hash; see domain/lanes.ts).
+ * A failing SMTP server only delays the outbox; nothing else waits for it.
  */
 import type { Logger } from 'pino';
 import { AUTO_DISABLE_AFTER_MS } from '../domain/endpoint-health.ts';
 import { IDEMPOTENCY_WINDOW_MS } from '../domain/event-rules.ts';
 import { newId } from '../domain/ids.ts';
+import { DEFAULT_LANE_THRESHOLDS, DEFAULT_SHARED_LANES, type LaneThresholds } from '../domain/lanes.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { Mailer } from '../ports/mailer.ts';
+import type { Metrics } from '../ports/metrics.ts';
 import type { Store } from '../ports/store.ts';
 
 /** A claimed notification is not claimed again for this long (the SMTP exchange must finish within it). */
@@ -25,6 +28,9 @@ export interface MaintenanceOptions {
   /** null: no SMTP configured — notifications are listed only. */
   mailer: Mailer | null;
   logger: Logger | null;
+  /** The lane scheme's shared-lane count and the promotion thresholds (defaults: domain/lanes.ts). */
+  lanes?: { sharedLanes: number; thresholds: LaneThresholds };
+  metrics?: Metrics | null;
 }
 
 export class Maintenance {
@@ -74,6 +80,19 @@ export class Maintenance {
         logger?.warn({ endpoint: e.id, tenant: e.tenantId }, 'endpoint auto-disabled');
     });
     await step('digests', () => store.notificationDigestRun({ now, ids }));
+    await step('lanes', async () => {
+      const { sharedLanes, thresholds } = this.opts.lanes ?? {
+        sharedLanes: DEFAULT_SHARED_LANES,
+        thresholds: DEFAULT_LANE_THRESHOLDS,
+      };
+      for (const m of await store.laneRebalance({ now, sharedLanes, thresholds })) {
+        this.opts.metrics?.laneMoved(m.kind);
+        logger?.info(
+          { endpoint: m.endpointId, from: m.from, to: m.to, move: m.kind },
+          'endpoint changed lane',
+        );
+      }
+    });
     await step('outbox', () => this.sendNotifications());
   }
 

@@ -6,7 +6,9 @@ import { createPostgresStore } from '../../src/adapters/postgres/postgres-store.
 import type { Store } from '../../src/ports/store.ts';
 import { dropSchema, freshSchemaName, postgresUrl } from '../support/postgres.ts';
 import { runDeliveryConformance } from './delivery-conformance.ts';
+import { runLaneConformance } from './lane-conformance.ts';
 import { runOperationsConformance } from './operations-conformance.ts';
+import { runOrderingProperties } from './ordering-properties.ts';
 import { runStoreConformance, type StoreConformanceOptions } from './store-conformance.ts';
 
 const schemas = new WeakMap<Store, string>();
@@ -29,3 +31,5 @@ const options: StoreConformanceOptions = {
 runStoreConformance(options);
 runDeliveryConformance(options);
 runOperationsConformance(options);
+runLaneConformance(options);
+runOrderingProperties(options);

@@ -5,7 +5,9 @@ import { join } from 'node:path';
 import { createSqliteStore } from '../../src/adapters/sqlite/sqlite-store.ts';
 import type { Store } from '../../src/ports/store.ts';
 import { runDeliveryConformance } from './delivery-conformance.ts';
+import { runLaneConformance } from './lane-conformance.ts';
 import { runOperationsConformance } from './operations-conformance.ts';
+import { runOrderingProperties } from './ordering-properties.ts';
 import { runStoreConformance, type StoreConformanceOptions } from './store-conformance.ts';
 
 const dirs = new WeakMap<Store, string>();
@@ -28,3 +30,5 @@ const options: StoreConformanceOptions = {
 runStoreConformance(options);
 runDeliveryConformance(options);
 runOperationsConformance(options);
+runLaneConformance(options);
+runOrderingProperties(options);

@@ -40,10 +40,16 @@ export function printWorkerOutputOnFailure(): void {
  */
 export async function startHookrailProcess(opts: {
   env: Record<string, string | undefined>;
+  /** Extra flags after `start` (e.g. `--lanes shared`). */
+  args?: string[];
   name?: string;
   readyTimeoutMs?: number;
 }): Promise<WorkerProcess> {
-  const proc = new HookrailProcess(['start'], childEnv(opts.env), opts.name ?? `worker#${++counter}`);
+  const proc = new HookrailProcess(
+    ['start', ...(opts.args ?? [])],
+    childEnv(opts.env),
+    opts.name ?? `worker#${++counter}`,
+  );
   tracked.push(proc);
   const url = await proc.waitFor(
     () => {

@@ -10,6 +10,8 @@ const MS_BUCKETS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 15
 
 export function createPromMetrics(opts: {
   queueStats: () => Promise<{ pending: number; circuitsOpen: number }>;
+  /** Lane gauges (ADR-03); omitted: not reported. */
+  laneStats?: () => Promise<{ dedicatedEndpoints: number; pendingByLane: Record<string, number> }>;
   defaultMetrics?: boolean;
 }): Metrics {
   const registry = new Registry();
@@ -56,8 +58,41 @@ export function createPromMetrics(opts: {
     },
   });
 
+  // Lane labels are bounded: `direction` has three values, `lane` is `shared:<n>` (at most HOOKRAIL_SHARED_LANES),
+  // `dedicated` (every dedicated lane together) or `unassigned` — never an endpoint id.
+  const laneMoves = new Counter({
+    name: 'hookrail_lane_moves_total',
+    help: 'Lane moves made by this process (maintenance role), by direction.',
+    labelNames: ['direction'],
+    registers: [registry],
+  });
+  for (const direction of ['promoted', 'demoted', 'rehashed']) laneMoves.inc({ direction }, 0);
+  const { laneStats } = opts;
+  if (laneStats) {
+    new Gauge({
+      name: 'hookrail_lane_dedicated_endpoints',
+      help: 'Endpoints in dedicated lanes (shared queue).',
+      registers: [registry],
+      async collect() {
+        this.set((await laneStats()).dedicatedEndpoints);
+      },
+    });
+    new Gauge({
+      name: 'hookrail_lane_backlog_deliveries',
+      help: 'Pending deliveries by lane; every dedicated lane is counted as lane="dedicated".',
+      labelNames: ['lane'],
+      registers: [registry],
+      async collect() {
+        const { pendingByLane } = await laneStats();
+        this.reset();
+        for (const [lane, n] of Object.entries(pendingByLane)) this.set({ lane }, n);
+      },
+    });
+  }
+
   return {
     eventAccepted: () => events.inc(),
+    laneMoved: (direction) => laneMoves.inc({ direction }),
     attemptRecorded(a) {
       attempts.inc({ outcome: a.outcome, error_class: a.errorClass ?? 'none' });
       if (a.deadLettered) deadLetters.inc();

@@ -1,5 +1,6 @@
 /** Endpoint CRUD and signing secrets of the PostgreSQL delivery plane (locking: see delivery-store.ts). */
 import { matchesEventType } from '../../domain/event-types.ts';
+import { DEFAULT_SHARED_LANES, laneSchemeTag, sharedLane } from '../../domain/lanes.ts';
 import type { DeliveryStore, EndpointRecord, SecretRecord } from '../../ports/delivery-store.ts';
 import {
   type Db,
@@ -64,7 +65,7 @@ export function createEndpointsStore({
   | 'secretRetire'
 > {
   return {
-    async endpointCreate({ endpoint: e, secret }) {
+    async endpointCreate({ endpoint: e, secret, sharedLanes = DEFAULT_SHARED_LANES }) {
       await tx(async (c) => {
         await c.query(
           `INSERT INTO endpoints (${ENDPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
@@ -83,7 +84,10 @@ export function createEndpointsStore({
             e.updatedAt,
           ],
         );
-        await c.query('INSERT INTO endpoint_queue (endpoint_id) VALUES ($1)', [e.id]);
+        await c.query(
+          'INSERT INTO endpoint_queue (endpoint_id, lane, lane_since, lane_scheme) VALUES ($1, $2, $3, $4)',
+          [e.id, sharedLane(e.id, sharedLanes), e.createdAt, laneSchemeTag(sharedLanes)],
+        );
         await insertSecret(c, secret);
       });
     },

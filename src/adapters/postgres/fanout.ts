@@ -1,5 +1,6 @@
 /** Fan-out of committed events into deliveries, exactly once across processes (locking: see delivery-store.ts). */
 import { matchesEventType } from '../../domain/event-types.ts';
+import { VOLUME_WINDOW_MS } from '../../domain/lanes.ts';
 import type { DeliveryIdFactory, EndpointRecord } from '../../ports/delivery-store.ts';
 import type { TxRunner } from './migrate.ts';
 import { cmp, LOCK_QUEUE_ROWS, lockTenantGatesShared } from './query-helpers.ts';
@@ -64,7 +65,7 @@ export async function fanoutRun(tx: TxRunner, now: number, limit: number, ids: D
       resource: [] as Array<string | null>,
       webhook: [] as string[],
     };
-    const touched = new Set<string>();
+    const touched = new Map<string, number>(); // endpoint → deliveries created (its fan-out volume)
     for (const ev of events) {
       for (const ep of endpointsByTenant.get(ev.tenant_id!) ?? []) {
         if (!matchesEventType(ep.eventTypes, ev.type!)) continue;
@@ -76,7 +77,7 @@ export async function fanoutRun(tx: TxRunner, now: number, limit: number, ids: D
         cols.type.push(ev.type!);
         cols.resource.push(ev.resource_id);
         cols.webhook.push(ids.webhookId());
-        if (ep.status === 'enabled') touched.add(ep.id);
+        if (ep.status === 'enabled') touched.set(ep.id, (touched.get(ep.id) ?? 0) + 1);
       }
     }
     if (cols.id.length > 0) {
@@ -108,12 +109,21 @@ export async function fanoutRun(tx: TxRunner, now: number, limit: number, ids: D
     if (touched.size > 0) {
       // Last, so the queue rows (which leasing skips and completion waits for) are held only until COMMIT.
       // Held they must be: a lease recomputing next_due_at before this commits would not see these deliveries.
-      // LEAST on the current row version, not on a value read earlier.
+      // LEAST on the current row version, not on a value read earlier. The same statement keeps the volume
+      // windows of domain/lanes.ts recordVolume (the promotion rate signal), also on the current version.
+      const sorted = [...touched.keys()].sort(cmp);
+      const W = VOLUME_WINDOW_MS;
       await c.query(
         `WITH l AS (${LOCK_QUEUE_ROWS})
-         UPDATE endpoint_queue q SET next_due_at = LEAST(COALESCE(q.next_due_at, $2), $2)
-           FROM l WHERE q.endpoint_id = l.endpoint_id`,
-        [[...touched].sort(cmp), now],
+         UPDATE endpoint_queue q SET next_due_at = LEAST(COALESCE(q.next_due_at, $2), $2),
+                volume_previous = CASE WHEN $2 - q.volume_window_start < ${W} THEN q.volume_previous
+                  WHEN $2 - q.volume_window_start < ${2 * W} THEN q.volume_count ELSE 0 END,
+                volume_count = CASE WHEN $2 - q.volume_window_start < ${W} THEN q.volume_count + n.n ELSE n.n END,
+                volume_window_start = CASE WHEN $2 - q.volume_window_start < ${W} THEN q.volume_window_start
+                  ELSE $2 - ($2 - q.volume_window_start) % ${W} END
+           FROM l, unnest($1::text[], $3::int[]) AS n(endpoint_id, n)
+          WHERE q.endpoint_id = l.endpoint_id AND n.endpoint_id = l.endpoint_id`,
+        [sorted, now, sorted.map((id) => touched.get(id)!)],
       );
     }
     return { events: claimed.rows.length, deliveries: cols.id.length };

@@ -1,6 +1,7 @@
 /** Leasing due deliveries fairly across endpoints and processes (locking: see delivery-store.ts). */
 import { decideAttempt } from '../../domain/circuit-breaker.ts';
 import { type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
+import type { LaneBinding } from '../../domain/lanes.ts';
 import { effectiveCap } from '../../domain/ramp.ts';
 import type { EndpointRecord, LeasedDelivery } from '../../ports/delivery-store.ts';
 import type { TxRunner } from './migrate.ts';
@@ -19,6 +20,25 @@ interface Candidate {
 }
 
 /**
+ * The binding as a condition on `q.lane` (domain/lanes.ts bindingServes); '' for every lane. Constants, not
+ * parameters: `shared` and `dedicated` repeat the predicates of the partial rotation indexes of migration 0005
+ * (so the planner can use them), and lane numbers are validated integers.
+ */
+export function laneCondition(lanes: LaneBinding | undefined): string {
+  if (!lanes) return '';
+  const parts: string[] = [];
+  if (lanes.shared === 'all') parts.push(`q.lane >= 'shared:' AND q.lane < 'shared;'`);
+  else if (lanes.shared.length > 0) {
+    for (const n of lanes.shared)
+      if (!Number.isSafeInteger(n) || n < 0) throw new RangeError('bad lane number');
+    parts.push(`q.lane IN (${lanes.shared.map((n) => `'shared:${n}'`).join(', ')})`);
+  }
+  if (lanes.dedicated) parts.push(`q.lane >= 'dedicated:' AND q.lane < 'dedicated;'`);
+  if (parts.length === 0) throw new RangeError('a lane binding must name at least one lane');
+  return parts.length === 1 ? `AND ${parts[0]}` : `AND ((${parts.join(') OR (')}))`;
+}
+
+/**
  * Leasing, completion and expiry rely on one invariant: every writer of an existing delivery row locks its
  * endpoint's queue row first (fan-out only inserts). So once they hold the queue rows, those endpoints'
  * deliveries cannot change under them: they read them in one statement and write them by primary key in the
@@ -33,11 +53,14 @@ export async function lease(
   limit: number,
   perEndpoint: number,
   leaseMs: number,
+  lanes?: LaneBinding,
 ) {
   if (limit <= 0) return [];
+  const inLanes = laneCondition(lanes);
   return tx(async (c) => {
     // 1. Candidate endpoints, least recently served first, locked; rows other workers hold are skipped. The
-    //    queue row comes back as locked (its current version), so its runtime is the one to compare-and-set.
+    //    queue row comes back as locked (its current version), so its runtime is the one to compare-and-set,
+    //    and the lane condition holds for its current lane (a lane move committed meanwhile is re-checked).
     //    The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at
     //    its ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold
     //    up every other endpoint until its in-flight attempts end): the next ones in rotation order are read,
@@ -52,7 +75,7 @@ export async function lease(
           `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, e.max_concurrency, e.ordering, e.url,
                   e.headers, e.tenant_id
              FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
-            WHERE q.next_due_at <= $1 AND q.inflight < e.max_concurrency
+            WHERE q.next_due_at <= $1 AND q.inflight < e.max_concurrency ${inLanes}
               AND (q.last_served_at, q.endpoint_id) > ($3::bigint, $4::text)
             ORDER BY q.last_served_at, q.endpoint_id
             LIMIT $2
@@ -100,12 +123,14 @@ export async function lease(
                   (SELECT d.next_attempt_at AS k, ${prefixed('d', DELIVERY_COLUMNS)} FROM deliveries d
                     WHERE NOT c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
                       AND d.lease_owner IS NULL AND d.next_attempt_at <= $4
-                      -- Per-resource order: only the oldest pending delivery of its resource may go (so at most
-                      -- one per resource is in flight); deliveries without a resource id are unordered.
+                      -- Per-resource order: only the oldest pending delivery of its resource may go, and only
+                      -- while none of the resource is in flight (one leased under 'none' before a mode change
+                      -- counts too); deliveries without a resource id are unordered.
                       AND (NOT c.by_resource OR d.resource_id IS NULL OR NOT EXISTS (
                             SELECT 1 FROM deliveries x
                              WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
-                               AND x.status = 'pending' AND x.event_seq < d.event_seq))
+                               AND x.status = 'pending'
+                               AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL)))
                     ORDER BY d.next_attempt_at LIMIT c.room)
                   UNION ALL
                   -- Strict order: only the head (the oldest pending event) may go, once due and unleased.
@@ -173,7 +198,9 @@ export async function lease(
     if (visited.length > 0) {
       await c.query(
         `WITH leased AS (
-           UPDATE deliveries SET lease_owner = $4, lease_until = $5, updated_at = $3
+           -- The lane each is leased under: the queue row's, locked since 1 (a move waits for this commit).
+           UPDATE deliveries SET lease_owner = $4, lease_until = $5, updated_at = $3,
+                  lease_lane = (SELECT ql.lane FROM endpoint_queue ql WHERE ql.endpoint_id = deliveries.endpoint_id)
             WHERE id = ANY($6::text[]))
          UPDATE endpoint_queue q
             SET inflight = q.inflight + u.n, last_served_at = $3,

@@ -53,6 +53,7 @@ import {
   toPage,
   where,
 } from './delivery-store.ts';
+import { createPostgresLanes } from './lanes.ts';
 
 interface NotificationRow {
   id: string;
@@ -153,6 +154,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
                           $${first + 7}::bigint[])`;
 
   return {
+    ...createPostgresLanes({ query, tx }),
     async endpointRuntime({ endpointId }) {
       const res = await query<{ inflight: number; runtime: string | null }>(
         'SELECT inflight, runtime FROM endpoint_queue WHERE endpoint_id = $1',

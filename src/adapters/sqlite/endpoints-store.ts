@@ -1,6 +1,7 @@
 /** Endpoint CRUD and signing secrets of the SQLite delivery plane. */
 import type Database from 'better-sqlite3';
 import { matchesEventType } from '../../domain/event-types.ts';
+import { DEFAULT_SHARED_LANES, laneSchemeTag, sharedLane } from '../../domain/lanes.ts';
 import type { DeliveryStore, SecretRecord } from '../../ports/delivery-store.ts';
 import type { RefreshDue } from './queue-due.ts';
 import { endpointFromRow, page, type Row, type St, secretFromRow, tenantClause } from './rows.ts';
@@ -59,7 +60,7 @@ export function createEndpointsStore(
     ).map(secretFromRow);
 
   return {
-    async endpointCreate({ endpoint: e, secret }) {
+    async endpointCreate({ endpoint: e, secret, sharedLanes = DEFAULT_SHARED_LANES }) {
       db.transaction(() => {
         st(
           `INSERT INTO endpoints (id, tenant_id, url, description, event_types, ordering, max_concurrency, headers,
@@ -79,7 +80,12 @@ export function createEndpointsStore(
           e.createdAt,
           e.updatedAt,
         );
-        st('INSERT INTO endpoint_queue (endpoint_id) VALUES (?)').run(e.id);
+        st('INSERT INTO endpoint_queue (endpoint_id, lane, lane_since, lane_scheme) VALUES (?, ?, ?, ?)').run(
+          e.id,
+          sharedLane(e.id, sharedLanes),
+          e.createdAt,
+          laneSchemeTag(sharedLanes),
+        );
         insertSecret(secret);
       }).immediate();
     },

@@ -1,6 +1,7 @@
 /** Fan-out of committed events into deliveries (SQLite). */
 import type Database from 'better-sqlite3';
 import { matchesEventType } from '../../domain/event-types.ts';
+import { VOLUME_WINDOW_MS } from '../../domain/lanes.ts';
 import type { EndpointRecord } from '../../ports/delivery-store.ts';
 import { endpointFromRow, type Row, type St } from './rows.ts';
 
@@ -20,7 +21,7 @@ export function createFanout(db: Database.Database, st: St) {
       ).all(limit) as Row[];
       if (pending.length === 0) return { events: 0, deliveries: 0 };
       const endpointsByTenant = new Map<string, EndpointRecord[]>();
-      const touched = new Set<string>();
+      const touched = new Map<string, number>(); // endpoint → deliveries created (its fan-out volume)
       let deliveries = 0;
       for (const ev of pending) {
         const tenantId = ev.tenant_id as string;
@@ -50,13 +51,21 @@ export function createFanout(db: Database.Database, st: St) {
             now,
           );
           deliveries++;
-          if (ep.status === 'enabled') touched.add(ep.id);
+          if (ep.status === 'enabled') touched.set(ep.id, (touched.get(ep.id) ?? 0) + 1);
         }
       }
+      // The due time, and the volume windows of domain/lanes.ts recordVolume (the promotion rate signal).
       const due = st(
-        `UPDATE endpoint_queue SET next_due_at = min(coalesce(next_due_at, @now), @now) WHERE endpoint_id = @id`,
+        `UPDATE endpoint_queue SET next_due_at = min(coalesce(next_due_at, @now), @now),
+           volume_previous = CASE WHEN @now - volume_window_start < ${VOLUME_WINDOW_MS} THEN volume_previous
+             WHEN @now - volume_window_start < ${2 * VOLUME_WINDOW_MS} THEN volume_count ELSE 0 END,
+           volume_count = CASE WHEN @now - volume_window_start < ${VOLUME_WINDOW_MS} THEN volume_count + @n
+             ELSE @n END,
+           volume_window_start = CASE WHEN @now - volume_window_start < ${VOLUME_WINDOW_MS} THEN volume_window_start
+             ELSE @now - ((@now - volume_window_start) % ${VOLUME_WINDOW_MS}) END
+         WHERE endpoint_id = @id`,
       );
-      for (const id of touched) due.run({ now, id });
+      for (const [id, n] of touched) due.run({ now, id, n });
       st('DELETE FROM fanout_pending WHERE event_seq <= ?').run(pending[pending.length - 1]?.event_seq);
       return { events: pending.length, deliveries };
     },

@@ -2,15 +2,42 @@
 import type Database from 'better-sqlite3';
 import { decideAttempt } from '../../domain/circuit-breaker.ts';
 import { type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
+import type { LaneBinding } from '../../domain/lanes.ts';
 import { effectiveCap } from '../../domain/ramp.ts';
 import type { LeasedDelivery } from '../../ports/delivery-store.ts';
 import { saveRuntime } from './operations-store.ts';
 import type { RefreshDue } from './queue-due.ts';
 import { deliveryFromRow, type Row, type St } from './rows.ts';
 
+/**
+ * The binding as a condition on `q.lane` (domain/lanes.ts bindingServes); '' for every lane. Constants only (lane
+ * numbers are validated integers), so the statement text is fixed per binding and its prepared form is cached.
+ */
+export function laneCondition(lanes: LaneBinding | undefined): string {
+  if (!lanes) return '';
+  const parts: string[] = [];
+  if (lanes.shared === 'all') parts.push(`(q.lane >= 'shared:' AND q.lane < 'shared;')`);
+  else if (lanes.shared.length > 0) {
+    for (const n of lanes.shared)
+      if (!Number.isSafeInteger(n) || n < 0) throw new RangeError('bad lane number');
+    parts.push(`q.lane IN (${lanes.shared.map((n) => `'shared:${n}'`).join(', ')})`);
+  }
+  if (lanes.dedicated) parts.push(`(q.lane >= 'dedicated:' AND q.lane < 'dedicated;')`);
+  if (parts.length === 0) throw new RangeError('a lane binding must name at least one lane');
+  return `AND (${parts.join(' OR ')})`;
+}
+
 export function createLease(db: Database.Database, st: St, refreshDue: RefreshDue) {
   const lease = db.transaction(
-    (owner: string, now: number, limit: number, perEndpoint: number, leaseMs: number): LeasedDelivery[] => {
+    (
+      owner: string,
+      now: number,
+      limit: number,
+      perEndpoint: number,
+      leaseMs: number,
+      lanes?: LaneBinding,
+    ): LeasedDelivery[] => {
+      const inLanes = laneCondition(lanes);
       // The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at its
       // ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold up every
       // other endpoint until its in-flight attempts end): the next ones in rotation order are read instead.
@@ -18,10 +45,10 @@ export function createLease(db: Database.Database, st: St, refreshDue: RefreshDu
       for (let after: [number, string] = [-1, '']; candidates.length < limit; ) {
         const want = limit - candidates.length;
         const batch = st(
-          `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, e.max_concurrency, e.ordering, e.url,
-             e.headers, e.tenant_id
+          `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, q.lane, e.max_concurrency, e.ordering,
+             e.url, e.headers, e.tenant_id
            FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
-           WHERE q.next_due_at <= ? AND q.inflight < e.max_concurrency
+           WHERE q.next_due_at <= ? AND q.inflight < e.max_concurrency ${inLanes}
              AND (q.last_served_at > ? OR (q.last_served_at = ? AND q.endpoint_id > ?))
            ORDER BY q.last_served_at, q.endpoint_id LIMIT ?`,
         ).all(now, after[0], after[0], after[1], want) as Row[];
@@ -37,7 +64,8 @@ export function createLease(db: Database.Database, st: St, refreshDue: RefreshDu
       const out: LeasedDelivery[] = [];
       const leaseUntil = now + leaseMs;
       const mark = st(
-        `UPDATE deliveries SET lease_owner = ?, lease_until = ?, updated_at = ? WHERE id = ? AND lease_owner IS NULL`,
+        `UPDATE deliveries SET lease_owner = ?, lease_until = ?, updated_at = ?, lease_lane = ?
+         WHERE id = ? AND lease_owner IS NULL`,
       );
       for (const { c, runtime, cap } of candidates) {
         if (out.length >= limit) break;
@@ -57,15 +85,17 @@ export function createLease(db: Database.Database, st: St, refreshDue: RefreshDu
                 ).all(endpointId) as Row[]);
           rows = rows.filter((r) => r.lease_owner === null && (r.next_attempt_at as number) <= now);
         } else {
-          // `resource`: only the oldest pending delivery of its resource may go (so at most one per resource is in
-          // flight); deliveries without a resource id, and every delivery under `none`, are unordered.
+          // `resource`: only the oldest pending delivery of its resource may go, and only while no delivery of the
+          // resource is in flight — one leased under `none` before a mode change counts too, so at most one per
+          // resource is ever in flight. Deliveries without a resource id, and all under `none`, are unordered.
           rows = st(
             `SELECT d.*, ev.data AS ev_data, ev.created_at AS ev_created_at FROM deliveries d
              JOIN events ev ON ev.id = d.event_id
              WHERE d.endpoint_id = ? AND d.status = 'pending' AND d.lease_owner IS NULL AND d.next_attempt_at <= ?
                AND (? = 0 OR d.resource_id IS NULL OR NOT EXISTS (
                  SELECT 1 FROM deliveries x WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
-                   AND x.status = 'pending' AND x.resource_id IS NOT NULL AND x.event_seq < d.event_seq))
+                   AND x.status = 'pending' AND x.resource_id IS NOT NULL
+                   AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL)))
              ORDER BY d.next_attempt_at LIMIT ?`,
           ).all(endpointId, now, c.ordering === 'resource' ? 1 : 0, room) as Row[];
         }
@@ -77,7 +107,7 @@ export function createLease(db: Database.Database, st: St, refreshDue: RefreshDu
         };
         let claimed = false;
         for (const r of rows) {
-          mark.run(owner, leaseUntil, now, r.id);
+          mark.run(owner, leaseUntil, now, c.lane, r.id);
           // The circuit decides per delivery, in this transaction: send, send as the one probe, or skip.
           const decision = decideAttempt(runtime.circuit, now);
           if (decision.kind === 'send' && decision.probe) {

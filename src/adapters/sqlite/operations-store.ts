@@ -22,6 +22,7 @@ import type {
 } from '../../ports/delivery-store.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { deliveryFromRow, endpointFromRow } from './delivery-store.ts';
+import { createSqliteLanes } from './lanes.ts';
 import { page } from './rows.ts';
 
 type Row = Record<string, unknown>;
@@ -147,6 +148,7 @@ export function createSqliteOperationsStore(
     );
 
   return {
+    ...createSqliteLanes(db, st),
     async endpointRuntime({ endpointId }) {
       const r = st('SELECT inflight, runtime FROM endpoint_queue WHERE endpoint_id = ?').get(endpointId) as
         | Row

@@ -70,6 +70,28 @@ const Health = Type.Object({
   last_success_at: Time,
   last_failure_at: Time,
   failing_since: Time,
+  lane: Type.Union(
+    [
+      Type.Object({
+        id: Type.String({
+          description: '`shared:<n>` (by hash of the endpoint id) or `dedicated:<endpoint id>`',
+        }),
+        kind: Type.Union([Type.Literal('shared'), Type.Literal('dedicated')]),
+        since: Time,
+        previous: nullable(Type.String({ description: 'The lane before the last move' })),
+        draining: Type.Integer({
+          description:
+            'Deliveries still in flight under the previous lane (the drain window of the last move)',
+        }),
+      }),
+      Type.Null(),
+    ],
+    {
+      description:
+        'The queue lane the endpoint is served from (docs/architecture.md, "Queue lanes"); null until the ' +
+        'first maintenance pass after an upgrade.',
+    },
+  ),
 });
 
 const Backlog = Type.Object({
@@ -148,7 +170,7 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
     '/v1/endpoints/:id/health',
     {
       schema: {
-        summary: 'Endpoint health: state, circuit, success rates, latency split, backlog',
+        summary: 'Endpoint health: state, circuit, success rates, latency split, backlog, queue lane',
         description: 'Thresholds are documented in docs/failure-handling.md.',
         tags: ['failure-handling'],
         params: IdParams,
