@@ -38,9 +38,8 @@ export interface ReceiverStats {
   distinctPaths: number;
   firstAt: number | null;
   lastAt: number | null;
-  /** Requests on --hold-prefix paths, and how many of them have been answered. */
+  /** Requests on --hold-prefix paths. */
   held: number;
-  heldAnswered: number;
   /** Distinct webhook-ids seen on --hold-prefix paths (included in distinctWebhookIds). */
   heldWebhookIds: number;
 }
@@ -55,9 +54,6 @@ let firstAt: number | null = null;
 let lastAt: number | null = null;
 let heldIds = new Set<string>();
 let held = 0;
-let heldAnswered = 0;
-/** Bumped by /reset, so a request held across a reset is not counted in the next run. */
-let generation = 0;
 
 /** The event id without parsing JSON: Hookrail's body starts `{"id":"evt_…",` (src/domain/delivery-request.ts). */
 function eventIdOf(body: string): string | null {
@@ -91,10 +87,8 @@ function onHook(req: IncomingMessage, res: ServerResponse): void {
       return;
     }
     held++;
-    const gen = generation;
-    // Answered even if the client gave up meanwhile (writing to a closed socket is a no-op); counted only if not.
+    // Answered even if the client gave up meanwhile: writing to a closed socket is a no-op.
     setTimeout(() => {
-      if (!req.socket.destroyed && gen === generation) heldAnswered++;
       res.writeHead(204);
       res.end();
     }, holdMs);
@@ -112,7 +106,6 @@ function stats(): ReceiverStats {
     firstAt,
     lastAt,
     held,
-    heldAnswered,
     heldWebhookIds: heldIds.size,
   };
 }
@@ -131,8 +124,7 @@ function onControl(req: IncomingMessage, res: ServerResponse): void {
     arrivals = new Map();
     paths = new Set();
     heldIds = new Set();
-    generation++;
-    requests = duplicates = malformed = held = heldAnswered = 0;
+    requests = duplicates = malformed = held = 0;
     firstAt = lastAt = null;
     send(stats());
   } else {

@@ -29,6 +29,8 @@ export interface StoreReport {
   byKind: Partial<Record<EndpointKind, KindCounts>>;
   /** Event id → its delivery's first attempt (one delivery per event in this benchmark). */
   firstAttempts: Map<string, FirstAttempt>;
+  /** Every attempt on a slow or refusing endpoint: when it started (Hookrail's clock) and its error class. */
+  badAttempts: Array<{ startedAt: number; errorClass: string }>;
 }
 
 export interface RunStore {
@@ -49,10 +51,13 @@ const TIMELINE_SQL = `SELECT d.event_id AS id, ev.created_at AS ev, d.created_at
     a.finished_at AS fin
   FROM attempts a JOIN deliveries d ON d.id = a.delivery_id JOIN events ev ON ev.id = d.event_id
   WHERE a.attempt_no = 1`;
+const BAD_SQL = `SELECT a.started_at AS st, COALESCE(a.error_class, '') AS err
+  FROM attempts a JOIN endpoints e ON e.id = a.endpoint_id
+  WHERE e.url LIKE '%/slow/%' OR e.url LIKE '%/refused/%'`;
 
 type Row = Record<string, string | number>;
 
-function toReport(statusRows: Row[], attemptRows: Row[], timeline: Row[]): StoreReport {
+function toReport(statusRows: Row[], attemptRows: Row[], timeline: Row[], bad: Row[]): StoreReport {
   const byKind: StoreReport['byKind'] = {};
   const add = (rows: Row[], field: keyof KindCounts) => {
     for (const r of rows) {
@@ -73,7 +78,8 @@ function toReport(statusRows: Row[], attemptRows: Row[], timeline: Row[]): Store
       finishedAt: Number(r.fin),
     });
   }
-  return { byKind, firstAttempts };
+  const badAttempts = bad.map((r) => ({ startedAt: Number(r.st), errorClass: String(r.err) }));
+  return { byKind, firstAttempts, badAttempts };
 }
 
 export function sqliteRunStore(dataDir: string): RunStore {
@@ -85,7 +91,7 @@ export function sqliteRunStore(dataDir: string): RunStore {
       const db = new Database(join(dataDir, 'hookrail.db'), { readonly: true });
       try {
         const all = (sql: string) => db.prepare(sql).all() as Row[];
-        return toReport(all(STATUS_SQL), all(ATTEMPT_SQL), all(TIMELINE_SQL));
+        return toReport(all(STATUS_SQL), all(ATTEMPT_SQL), all(TIMELINE_SQL), all(BAD_SQL));
       } finally {
         db.close();
       }
@@ -104,10 +110,24 @@ export async function postgresRunStore(dataDir: string, log: Log): Promise<RunSt
       await admin.query(`SET search_path TO "${schema}"`);
       try {
         const all = async (sql: string) => (await admin.query(sql)).rows as Row[];
-        return toReport(await all(STATUS_SQL), await all(ATTEMPT_SQL), await all(TIMELINE_SQL));
+        const [st, at, tl, bad] = [STATUS_SQL, ATTEMPT_SQL, TIMELINE_SQL, BAD_SQL];
+        return toReport(await all(st), await all(at), await all(tl), await all(bad));
       } finally {
         await admin.query('SET search_path TO DEFAULT');
       }
     },
   };
+}
+
+/** Attempts on bad endpoints, and those skipped as circuit_open, per window of `ms` from `t0` (Hookrail's clock). */
+export function badAttemptsPerWindow(rep: StoreReport, t0: number, ms: number, windows: number) {
+  const bad = new Array<number>(windows).fill(0);
+  const skipped = new Array<number>(windows).fill(0);
+  for (const a of rep.badAttempts) {
+    const w = Math.floor((a.startedAt - t0) / ms);
+    if (w < 0 || w >= windows) continue;
+    bad[w] = (bad[w] ?? 0) + 1;
+    if (a.errorClass === 'circuit_open') skipped[w] = (skipped[w] ?? 0) + 1;
+  }
+  return { bad, skipped };
 }

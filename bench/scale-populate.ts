@@ -198,9 +198,9 @@ export async function postgresPopulator(
     },
 
     async settle() {
-      // Autovacuum is off on the benchmark server; a production one would have vacuumed and analysed after a
-      // bulk load of this size, so the planner has statistics. The checkpoint writes the load back now, so that
-      // the measurement does not share the disk with it.
+      // Autovacuum is off on the benchmark server; a production one vacuums and analyses after a bulk load and
+      // while rows churn, so the planner has statistics and dead row versions do not pile up. The checkpoint
+      // writes everything back now, so that a measurement does not share the disk with a checkpoint.
       await c.query('VACUUM (ANALYZE) events, deliveries, endpoint_queue, endpoints, attempts');
       await c.query('CHECKPOINT');
     },

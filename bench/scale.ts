@@ -411,6 +411,10 @@ async function main(): Promise<number> {
       const i = (r + k) % SIZES.length;
       const { store, pop } = targets[i]!;
       const res = results[i]!;
+      // Before every window, what autovacuum would have done meanwhile: a hot small backlog rewrites the same
+      // queue and delivery rows over and over, and without vacuuming their dead versions it slows down round
+      // after round (measured: 120 → 190 µs of CPU per delivery over three rounds at 1 %).
+      await pop.settle();
       if (opts.warmupSeconds > 0) await runWindow(store, pop, opts, opts.warmupSeconds, data);
       const w = await runWindow(store, pop, opts, opts.seconds, data);
       res.windows.push(w);
