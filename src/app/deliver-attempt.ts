@@ -36,7 +36,6 @@ export async function deliverAttempt(
   const { delivery, endpoint, event } = leased;
   const startedAt = leasedAt;
   const dueAt = delivery.nextAttemptAt ?? startedAt;
-  const body = deliveryBody(event);
   const secrets = leased.mode === 'circuit_open' ? [] : await deps.secretsFor(endpoint.tenantId, endpoint.id);
 
   let result: SendResult;
@@ -60,6 +59,7 @@ export async function deliverAttempt(
       timings: { startedAt, wireAt: null, responseAt: null, finishedAt: startedAt },
     };
   } else {
+    const body = deliveryBody(event);
     result = await deps.sender.send({
       url: endpoint.url,
       body,

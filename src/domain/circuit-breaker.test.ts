@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { seededRandom } from '../../test/support/seeded-random.ts';
 import {
   type AttemptDecision,
+  blockedUntil,
   CIRCUIT_FAILURE_THRESHOLD,
   type CircuitOutcome,
   type CircuitState,
@@ -264,6 +265,39 @@ describe('half_open (probe claimed)', () => {
       ...initialCircuit(),
       closedAt: probeAt + S,
     });
+  });
+});
+
+describe('blockedUntil: what leasing may skip', () => {
+  it('is null while closed, also during a ramp', () => {
+    expect(blockedUntil(initialCircuit())).toBeNull();
+    const closed = onOutcome(openedAt(T0), 'success', T0 + 6 * MIN, true);
+    expect(closed.state).toBe('closed');
+    expect(blockedUntil(closed)).toBeNull();
+  });
+
+  it('is the next probe time while open and while a probe is claimed', () => {
+    const open = openedAt(T0);
+    expect(blockedUntil(open)).toBe(T0 + PROBE_INTERVAL_MS);
+    const claimed = probeClaim(open, T0 + PROBE_INTERVAL_MS + 7);
+    expect(blockedUntil(claimed)).toBe(T0 + 2 * PROBE_INTERVAL_MS + 7);
+    const reopened = onOutcome(claimed, 'failure', T0 + PROBE_INTERVAL_MS + 9 * S, true);
+    expect(blockedUntil(reopened)).toBe(T0 + 2 * PROBE_INTERVAL_MS + 7);
+  });
+
+  it('agrees with decideAttempt at every instant: before it only skips, at it a probe may start', () => {
+    const rnd = seededRandom(7);
+    let state = openedAt(T0);
+    for (let i = 0; i < 200; i++) {
+      const until = blockedUntil(state)!;
+      const before = until - 1 - Math.floor(rnd.float() * PROBE_INTERVAL_MS);
+      if (before >= (state.lastProbeAt ?? state.openedAt!))
+        expect(decideAttempt(state, before).kind).toBe('skip');
+      const at = until + Math.floor(rnd.float() * MIN);
+      const d = decideAttempt(state, at);
+      expect(d.kind === 'send' && d.probe).toBe(true);
+      state = onOutcome(probeClaim(state, at), 'failure', at + Math.floor(rnd.float() * 20 * S), true);
+    }
   });
 });
 

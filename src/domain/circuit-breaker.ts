@@ -104,6 +104,17 @@ export function nextProbeAt(state: CircuitState): number | null {
   return (state.lastProbeAt ?? (state.openedAt as number)) + PROBE_INTERVAL_MS;
 }
 
+/**
+ * Until when the endpoint is blocked: no attempt of it may start before this time, and at this time only a probe
+ * (decideAttempt). null while closed; otherwise the next probe time, in half_open too (its claim expires before
+ * the next probe is due, PROBE_CLAIM_TTL_MS < PROBE_INTERVAL_MS). Stored beside the circuit on the queue row, so
+ * leasing passes over a blocked endpoint without reading its deliveries, and the deliveries that come due while it
+ * is blocked are recorded as `circuit_open` attempts by a pass of their own.
+ */
+export function blockedUntil(state: CircuitState): number | null {
+  return state.state === 'closed' ? null : nextProbeAt(state);
+}
+
 /** The state as it stands at `now`: a half_open circuit whose probe claim has expired is open again. */
 export function effectiveCircuitState(state: CircuitState, now: number): CircuitStateName {
   assertTime(now);

@@ -8,6 +8,7 @@
  * written to a durable outbox in the same transaction and mailed afterwards.
  */
 import {
+  blockedUntil,
   type CircuitState,
   effectiveCircuitState,
   initialCircuit,
@@ -145,11 +146,17 @@ export function reassess(rt: EndpointRuntime, now: number, disabled: boolean): E
 export function runtimeIndexColumns(rt: EndpointRuntime): {
   failingSince: number | null;
   digestDueAt: number | null;
+  /** circuit-breaker.ts blockedUntil: leasing passes over the endpoint before this time. */
+  blockedUntil: number | null;
 } {
   const dues = (Object.values(rt.notices) as NoticeWindow[])
     .filter((w) => w.pending > 0)
     .map((w) => (w.lastNoticeAt ?? 0) + NOTICE_WINDOW_MS);
-  return { failingSince: rt.failingSince, digestDueAt: dues.length > 0 ? Math.min(...dues) : null };
+  return {
+    failingSince: rt.failingSince,
+    digestDueAt: dues.length > 0 ? Math.min(...dues) : null,
+    blockedUntil: blockedUntil(rt.circuit),
+  };
 }
 
 /** After a re-enable: a fresh streak, and a closed circuit whose `closedAt` starts the ramp (ADR-08). */

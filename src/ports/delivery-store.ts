@@ -237,6 +237,13 @@ export interface DeliveryStore {
    * first, each within its in-flight cap (global, across processes), at most `perEndpoint` per endpoint per call.
    * With `lanes`, only endpoints whose current lane the binding serves (domain/lanes.ts); absent: every lane. Each
    * leased delivery records the lane it was leased under (what a later move counts as draining).
+   *
+   * Blocked endpoints — circuit not closed and its next probe not yet due (domain/circuit-breaker.ts blockedUntil)
+   * — are passed over, and of an endpoint whose circuit is not closed at most one delivery is leased (the probe,
+   * when due). With `circuitOpen: true` it is the other way round: only blocked endpoints are served, and their
+   * due deliveries come back with mode `circuit_open`, to be recorded as such without a request (PRODUCT.md §5).
+   * So an open circuit costs healthy endpoints' leases nothing, and its skips are written in transactions that
+   * hold no other endpoint's queue row.
    */
   deliveryLease(p: {
     owner: string;
@@ -245,6 +252,7 @@ export interface DeliveryStore {
     perEndpoint: number;
     leaseMs: number;
     lanes?: LaneBinding;
+    circuitOpen?: boolean;
   }): Promise<LeasedDelivery[]>;
   /** Appends the attempts and updates the deliveries and in-flight counts, in one transaction. */
   /**

@@ -130,4 +130,11 @@ export interface Store extends DeliveryStore, OperationsStore {
   fanoutPendingCount(): Promise<number>;
   /** Deletes expired idempotency records (older than the window); returns how many. */
   idempotencyPrune(p: { olderThan: number }): Promise<number>;
+  /**
+   * The store's own upkeep of its queue tables, run by the maintenance role on every pass. PostgreSQL: a VACUUM of
+   * the small tables that are rewritten many times a second (fanout_pending, endpoint_queue), so the fan-out claim
+   * and the lease do not walk thousands of dead row versions between autovacuum runs (or without autovacuum at
+   * all). SQLite reuses deleted space at once and needs nothing.
+   */
+  housekeeping(): Promise<void>;
 }

@@ -36,14 +36,28 @@ export interface DeliveryWorkerOptions {
   pollMs: number;
   /** Poked by fan-out in this process when new work exists. */
   wake: Signal;
+  /** How often the circuit-open pass runs (see runCircuitOpenPass); default CIRCUIT_OPEN_PASS_MS. */
+  circuitOpenPassMs?: number;
   logger: Logger | null;
   metrics: Metrics | null;
 }
+
+/**
+ * Interval of the circuit-open pass: a delivery of a blocked endpoint is recorded as `circuit_open` at most about
+ * this long after it came due (its queue wait shows it). Long enough that the pass batches an outage's skips into
+ * a few transactions a second, short against the retry schedule's first gaps (seconds).
+ */
+export const CIRCUIT_OPEN_PASS_MS = 1_000;
+/** Deliveries recorded per circuit-open pass at most (one lease and one completion per CIRCUIT_OPEN_BATCH). */
+const CIRCUIT_OPEN_PASS_MAX = 5_000;
+const CIRCUIT_OPEN_BATCH = 500;
 
 export class DeliveryWorker {
   private running = false;
   private active = 0;
   private loop: Promise<void> | null = null;
+  private circuitOpenPass: Promise<void> | null = null;
+  private circuitOpenPassedAt = Number.NEGATIVE_INFINITY;
   private pending: AttemptCompletion[] = [];
   private writing: Promise<void> | null = null;
   private flushScheduled = false;
@@ -62,6 +76,7 @@ export class DeliveryWorker {
     this.running = false;
     this.opts.wake.poke();
     await this.loop;
+    await this.circuitOpenPass;
     while (this.active > 0 || this.pending.length > 0 || this.writing) {
       await new Promise<void>((resolve) => this.idle.push(resolve));
     }
@@ -71,9 +86,15 @@ export class DeliveryWorker {
     return this.active;
   }
 
+  /** Clock time at which the latest finished circuit-open pass started (tests wait for it). */
+  get circuitOpenPassStartedAt(): number {
+    return this.circuitOpenPassedAt;
+  }
+
   private async run(): Promise<void> {
     const { store, owner, concurrency, perEndpoint, leaseMs, pollMs, wake, attempt } = this.opts;
     while (this.running) {
+      this.maybeStartCircuitOpenPass();
       const free = concurrency - this.active;
       let leased: LeasedDelivery[] = [];
       let leasedAt = 0;
@@ -103,19 +124,83 @@ export class DeliveryWorker {
     }
   }
 
+  /**
+   * The circuit-open pass, beside the main loop: the deliveries of blocked endpoints (circuit open, next probe not
+   * due) that have come due are leased (`circuitOpen: true`), recorded as `circuit_open` attempts — no request —
+   * and rescheduled, so their schedules keep running through the outage (PRODUCT.md §5). Its own leases and
+   * completions: an outage's skips, however many, are a few batched transactions a second that hold no healthy
+   * endpoint's queue row, and take no attempt slot. The main loop's leases never see a blocked endpoint. Started
+   * by the main loop (so it runs on the injected clock) at most every `circuitOpenPassMs`, one at a time.
+   */
+  private maybeStartCircuitOpenPass(): void {
+    const startedAt = this.opts.attempt.clock.now();
+    const every = this.opts.circuitOpenPassMs ?? CIRCUIT_OPEN_PASS_MS;
+    if (this.circuitOpenPass || startedAt - this.circuitOpenPassedAt < every) return;
+    this.circuitOpenPass = this.runCircuitOpenPass()
+      .then(() => {
+        this.circuitOpenPassedAt = startedAt;
+      })
+      .catch((err) => {
+        // Left leased, the deliveries are returned by lease expiry and recorded by a later pass.
+        this.opts.logger?.warn({ err }, 'circuit-open pass failed; retrying');
+      })
+      .finally(() => {
+        this.circuitOpenPass = null;
+      });
+  }
+
+  /** One circuit-open pass (public for tests that drive it step by step); returns the deliveries it leased. */
+  async runCircuitOpenPass(): Promise<number> {
+    const { store, owner, leaseMs, attempt } = this.opts;
+    let recorded = 0;
+    while (recorded < CIRCUIT_OPEN_PASS_MAX) {
+      const now = attempt.clock.now();
+      const leased = await store.deliveryLease({
+        owner,
+        now,
+        limit: CIRCUIT_OPEN_BATCH,
+        perEndpoint: CIRCUIT_OPEN_BATCH,
+        leaseMs,
+        lanes: this.opts.lanes,
+        circuitOpen: true,
+      });
+      if (leased.length === 0) break;
+      const completions: AttemptCompletion[] = [];
+      for (const l of leased) {
+        // A probe (the stored block was behind the circuit) is a real attempt: the main path sends it.
+        if (l.mode !== 'circuit_open') this.startAttempt(l, now);
+        else completions.push(await deliverAttempt(attempt, l, owner, now));
+      }
+      for (const c of completions) this.recordMetrics(c);
+      const { random } = attempt;
+      const at = attempt.clock.now();
+      await store.deliveryComplete({
+        completions,
+        now: at,
+        ids: { notification: () => newId('notification', at, random.bytes(10)) },
+      });
+      recorded += leased.length;
+    }
+    return recorded;
+  }
+
+  private recordMetrics(completion: AttemptCompletion): void {
+    const a = completion.attempt;
+    this.opts.metrics?.attemptRecorded({
+      outcome: a.outcome,
+      errorClass: a.errorClass,
+      deadLettered: completion.next.status === 'dead',
+      queueMs: a.queueMs,
+      platformMs: a.platformMs,
+      consumerMs: a.consumerMs,
+    });
+  }
+
   private startAttempt(leased: LeasedDelivery, leasedAt: number): void {
     this.active++;
     deliverAttempt(this.opts.attempt, leased, this.opts.owner, leasedAt)
       .then((completion) => {
-        const a = completion.attempt;
-        this.opts.metrics?.attemptRecorded({
-          outcome: a.outcome,
-          errorClass: a.errorClass,
-          deadLettered: completion.next.status === 'dead',
-          queueMs: a.queueMs,
-          platformMs: a.platformMs,
-          consumerMs: a.consumerMs,
-        });
+        this.recordMetrics(completion);
         this.pending.push(completion);
         this.scheduleFlush();
       })

@@ -69,6 +69,7 @@ export class Maintenance {
         logger?.warn({ err, step: name }, 'maintenance step failed');
       }
     };
+    await step('housekeeping', () => store.housekeeping());
     await step('leases', async () => {
       const expired = await store.deliveryExpireLeases({ now });
       if (expired > 0) logger?.info({ expired }, 'returned expired leases to the queue');

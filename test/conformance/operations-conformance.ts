@@ -170,13 +170,17 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
       return evs;
     }
 
-    const lease = (now: number, o: { owner?: string; limit?: number; perEndpoint?: number } = {}) =>
+    const lease = (
+      now: number,
+      o: { owner?: string; limit?: number; perEndpoint?: number; circuitOpen?: boolean } = {},
+    ) =>
       store.deliveryLease({
         owner: o.owner ?? 'w1',
         now,
         limit: o.limit ?? 100,
         perEndpoint: o.perEndpoint ?? 100,
         leaseMs: LEASE_MS,
+        circuitOpen: o.circuitOpen,
       });
 
     /** Completes leased deliveries in one batch: attempts started at `at`, the batch written at `at + 200`. */
@@ -292,35 +296,38 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
         // The other endpoint of the tenant is unaffected.
         expect((await runtimeOf(other.id)).circuit.state).toBe('closed');
 
-        // While open, leased deliveries come back as circuit_open; recording them moves nothing.
-        const skip = only(await lease(NOW + 5 * SECOND, { perEndpoint: 5 }));
+        // While open the endpoint is blocked until its probe is due: a lease passes over it, and the circuit-open
+        // lease serves only it, every delivery as circuit_open; recording them moves nothing.
+        const probeAt = openedAt + PROBE_INTERVAL_MS;
+        expect(only(await lease(NOW + 5 * SECOND, { perEndpoint: 5 }))).toEqual([]);
+        const skip = only(await lease(NOW + 5 * SECOND, { perEndpoint: 5, circuitOpen: true }));
         expect(modes(skip)).toEqual(Array(5).fill('circuit_open'));
         await complete(skip, NOW + 6 * SECOND, { failure: 'circuit_open' });
         expect((await runtimeOf(ep.id)).circuit).toMatchObject({ state: 'open', consecutiveFailures: 20 });
         expect((await runtimeOf(ep.id)).lastFailureAt).toBe(openedAt);
 
-        const probeAt = openedAt + PROBE_INTERVAL_MS;
-        const early = only(await lease(probeAt - 1, { perEndpoint: 1 }));
+        expect(only(await lease(probeAt - 1, { perEndpoint: 1 }))).toEqual([]);
+        const early = only(await lease(probeAt - 1, { perEndpoint: 1, circuitOpen: true }));
         expect(modes(early)).toEqual(['circuit_open']);
         await complete(early, probeAt - 1, { failure: 'circuit_open' });
 
-        // Due: several workers lease at once — exactly one probe among them.
+        // Due: several workers lease at once — exactly one probe among them, and nothing else of the endpoint
+        // (one at a time while the circuit is not closed).
         const owners = ['w1', 'w2', 'w3', 'w4'];
         const racing = await Promise.all(
           owners.map((owner) => lease(probeAt, { owner, perEndpoint: 2 }).then(only)),
         );
-        expect(racing.flat().filter((l) => l.mode === 'probe')).toHaveLength(1);
-        expect(racing.flat().every((l) => l.mode === 'probe' || l.mode === 'circuit_open')).toBe(true);
+        expect(modes(racing.flat())).toEqual(['probe']);
         expect((await runtimeOf(ep.id)).circuit).toMatchObject({ state: 'half_open', lastProbeAt: probeAt });
-        // While the probe is in flight, nothing else is sent.
-        const during = only(await lease(probeAt + SECOND, { owner: 'w5', perEndpoint: 1 }));
+        // While the probe is in flight, nothing else is sent: blocked again, circuit_open only.
+        expect(only(await lease(probeAt + SECOND, { owner: 'w5', perEndpoint: 1 }))).toEqual([]);
+        const during = only(
+          await lease(probeAt + SECOND, { owner: 'w5', perEndpoint: 1, circuitOpen: true }),
+        );
         expect(modes(during)).toEqual(['circuit_open']);
         await complete(during, probeAt + SECOND, { failure: 'circuit_open', owner: 'w5' });
         for (const [i, ls] of racing.entries()) {
-          const probes = ls.filter((l) => l.mode === 'probe');
-          await complete(probes, probeAt + 2 * SECOND, { failure: 'retryable', owner: owners[i]! });
-          const skips = ls.filter((l) => l.mode !== 'probe');
-          await complete(skips, probeAt + 2 * SECOND, { failure: 'circuit_open', owner: owners[i]! });
+          await complete(ls, probeAt + 2 * SECOND, { failure: 'retryable', owner: owners[i]! });
         }
         // The probe failed: open again, the next probe spaced from this one's start.
         expect((await runtimeOf(ep.id)).circuit).toEqual({
@@ -331,9 +338,13 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
           probeInFlightUntil: null,
           closedAt: null,
         });
-        const notYet = only(await lease(probeAt + PROBE_INTERVAL_MS - 1, { perEndpoint: 1 }));
+        const notYet = only(
+          await lease(probeAt + PROBE_INTERVAL_MS - 1, { perEndpoint: 1, circuitOpen: true }),
+        );
         expect(modes(notYet)).toEqual(['circuit_open']);
         await complete(notYet, probeAt + PROBE_INTERVAL_MS - 1, { failure: 'circuit_open' });
+        // Once the probe is due the endpoint is no longer blocked: the circuit-open lease leaves it alone.
+        expect(only(await lease(probeAt + PROBE_INTERVAL_MS, { circuitOpen: true }))).toEqual([]);
 
         // The second probe succeeds: closed, closedAt set, the streak over.
         const probe2At = probeAt + PROBE_INTERVAL_MS;

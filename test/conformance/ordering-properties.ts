@@ -15,114 +15,42 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { newId } from '../../src/domain/ids.ts';
 import type { Random } from '../../src/ports/clock.ts';
-import type {
-  AttemptCompletion,
-  AttemptOutcome,
-  LeasedDelivery,
-  Ordering,
-} from '../../src/ports/delivery-store.ts';
-import type { NewEvent, Store } from '../../src/ports/store.ts';
+import type { AttemptCompletion, AttemptOutcome, LeasedDelivery } from '../../src/ports/delivery-store.ts';
+import type { Store } from '../../src/ports/store.ts';
 import { FakeClock } from '../support/fake-clock.ts';
+import {
+  attemptOf,
+  createEndpoints,
+  emptyStats,
+  eventOf,
+  type IdOf,
+  LEASE_MS,
+  label,
+  MAX_ATTEMPTS,
+  MAX_EVENTS,
+  MODES,
+  type ModelDelivery,
+  type ModelEndpoint,
+  type OrderingStats,
+  orderingViolation,
+  RESOURCES,
+  type Scenario,
+  SECOND,
+  STATS,
+  scopeOf,
+  seeds,
+} from '../support/ordering-model.ts';
 import { seededRandom } from '../support/seeded-random.ts';
 import { NOW, type StoreConformanceOptions } from './store-conformance.ts';
 
-const SECOND = 1_000;
-const LEASE_MS = 30 * SECOND;
-/** Attempts before a retryable delivery is dead-lettered: 12 in production, fewer keeps runs short. */
-const MAX_ATTEMPTS = 4;
-const RESOURCES = ['r1', 'r2', 'r3', null] as const;
-const MODES: Ordering[] = ['none', 'endpoint', 'resource'];
-const MAX_EVENTS = 32;
-const RUNS = 2;
 const STEPS = 130;
 
-type IdOf = (kind: Parameters<typeof newId>[0]) => string;
 const leaseAll = (store: Store, owner: string, now: number) =>
   store.deliveryLease({ owner, now, limit: 100, perEndpoint: 100, leaseMs: LEASE_MS });
 
-const TENANT = { name: 'ordering', totpSeedSealed: 'sealed:x', deletedAt: null };
-const KEY = { kind: 'tenant' as const, name: null, prefix: 'hkt_x', revokedAt: null };
-const SECRET = { sealed: 'sealed:x', activeUntil: null };
-const ENDPOINT = { url: 'https://example.com/hooks', description: null, eventTypes: ['*'], headers: {} };
-const EVENT = { type: 'order.updated', idempotencyKey: null, requestHash: null };
-/** What an attempt record holds beyond which delivery, when and how it went (nothing the store interprets). */
-const QUIET = { errorMessage: null, request: { hops: [] }, responseHeaders: null, responseBody: null };
-const TIMINGS = { queueMs: 0, platformMs: 0, consumerMs: null };
-
-/** A tenant with one endpoint per mode (subscribed to everything); returns their ids. */
-async function createEndpoints(store: Store, id: IdOf, at: number, modes: Ordering[], cap: () => number) {
-  const tenantId = id('tenant');
-  const tenantKey = { ...KEY, id: id('apiKey'), tenantId, hash: id('apiKey'), createdAt: at };
-  await store.tenantCreate({ tenant: { ...TENANT, id: tenantId, createdAt: at }, tenantKey });
-  const endpointIds: string[] = [];
-  for (const ordering of modes) {
-    const ep = { ...ENDPOINT, id: id('endpoint'), tenantId, ordering, maxConcurrency: cap() };
-    await store.endpointCreate({
-      endpoint: { ...ep, status: 'enabled', disabledReason: null, createdAt: at, updatedAt: at },
-      secret: { ...SECRET, id: id('secret'), endpointId: ep.id, tenantId, activeFrom: at, createdAt: at },
-    });
-    endpointIds.push(ep.id);
-  }
-  return { tenantId, endpointIds };
-}
-
-function eventOf(id: IdOf, tenantId: string, resourceId: string | null, seq: number, at: number): NewEvent {
-  return { ...EVENT, id: id('event'), tenantId, resourceId, data: JSON.stringify({ seq }), createdAt: at };
-}
-
-/** The attempt a worker records for a lease; a `circuit_open` lease was never sent. */
-function attemptOf(l: LeasedDelivery, id: string, at: number, now: number, outcome: AttemptOutcome) {
-  const sent = l.mode !== 'circuit_open';
-  return {
-    id,
-    deliveryId: l.delivery.id,
-    endpointId: l.endpoint.id,
-    tenantId: l.endpoint.tenantId,
-    attemptNo: l.delivery.attempts + 1,
-    url: l.endpoint.url,
-    dueAt: l.delivery.nextAttemptAt ?? at,
-    startedAt: at,
-    finishedAt: now,
-    outcome,
-    statusCode: sent ? { delivered: 200, retryable: 503, permanent: 410 }[outcome] : null,
-    errorClass: outcome === 'delivered' ? null : sent ? 'http_status' : 'circuit_open',
-    ...QUIET,
-    ...TIMINGS,
-  };
-}
-
-interface ModelDelivery {
-  id: string;
-  endpointId: string;
-  /** Acceptance order of its event. */
-  seq: number;
-  resourceId: string | null;
-  status: 'pending' | 'delivered' | 'dead';
-  attempts: number;
-  due: number;
-  /** `epoch`: the endpoint's mode epoch at the lease (a lease made before a mode change is not bound by the new
-   *  rule). */
-  lease: { owner: string; until: number; epoch: number } | null;
-}
-
-type ModelEndpoint = { id: string; ordering: Ordering; epoch: number; deliveries: ModelDelivery[] };
 /** A worker restarts under a new owner name after a crash (`w1#0`, `w1#1`, …); `at`: when it leased. */
 type Worker = { name: string; owner: string; generation: number; held: Map<string, Held> };
 type Held = { leased: LeasedDelivery; at: number };
-
-const STATS = ['leases', 'attempts', 'crashes', 'expired', 'modeChanges', 'busyChanges', 'parallel'] as const;
-/** `busyChanges`: mode changes with deliveries of the endpoint in flight; `parallel`: leases that left two in
- *  flight where the mode allows it (`none`, or different resources). */
-type OrderingStats = Record<(typeof STATS)[number], number>;
-const emptyStats = () => Object.fromEntries(STATS.map((k) => [k, 0])) as OrderingStats;
-
-interface Scenario {
-  /** Initial modes of the endpoints of one run. */
-  modes: (pick: <T>(xs: readonly T[]) => T) => Ordering[];
-  changeModes?: boolean;
-}
-
-const label = (d: ModelDelivery) => `#${d.seq}${d.resourceId ? `/${d.resourceId}` : ''} (${d.id})`;
 
 /** One seeded run against one store. */
 class OrderingRun {
@@ -301,7 +229,7 @@ class OrderingRun {
       this.check(d.due <= now, () => `${what} before it is due (+${d.due - NOW}ms)`);
       this.check(l.delivery.attempts === d.attempts, () => `${what} with attempts ${l.delivery.attempts}`);
       this.check(l.leaseUntil === now + LEASE_MS, () => `${what} until +${l.leaseUntil - NOW}ms`);
-      const scope = this.scopeOf(ep, d);
+      const scope = scopeOf(ep, d);
       if (scope) {
         const inFlight = scope.find((x) => x.lease);
         this.check(
@@ -322,14 +250,6 @@ class OrderingRun {
       const lines = new Set(held.map((x) => x.resourceId)).size;
       if (ep.ordering === 'resource' && lines > 1) this.stats.parallel++;
     }
-  }
-
-  /** The deliveries one ordered line of `d` is in under the endpoint's mode, or null when `d` is unordered. */
-  private scopeOf(ep: ModelEndpoint, d: ModelDelivery): ModelDelivery[] | null {
-    if (ep.ordering === 'endpoint') return ep.deliveries;
-    if (ep.ordering === 'resource' && d.resourceId !== null)
-      return ep.deliveries.filter((x) => x.resourceId === d.resourceId);
-    return null;
   }
 
   /** What a worker writes for some of its attempts: random outcomes, as the lease's owner. */
@@ -422,23 +342,10 @@ class OrderingRun {
     if (inFlight > 0) this.stats.busyChanges++;
   }
 
-  /**
-   * After every step: once a delivery was leased under the current mode, it is the only one in flight in its
-   * line (the endpoint, or its resource) and nothing before it is pending.
-   */
+  /** After every step: the ordering invariant (orderingViolation) holds. */
   private checkInvariants(): void {
-    for (const ep of this.endpoints.values()) {
-      for (const d of ep.deliveries) {
-        if (d.lease?.epoch !== ep.epoch) continue;
-        const scope = this.scopeOf(ep, d);
-        if (!scope) continue;
-        const where = `${ep.ordering}-ordered ${ep.id}: ${label(d)} in flight`;
-        const others = scope.filter((x) => x.lease && x !== d);
-        this.check(others.length === 0, () => `${where} beside ${others.map(label).join(', ')}`);
-        const earlier = scope.find((x) => x.seq < d.seq && x.status === 'pending');
-        this.check(!earlier, () => `${where} before ${label(earlier!)} ended`);
-      }
-    }
+    const violation = orderingViolation(this.endpoints.values());
+    if (violation) this.fail(violation);
   }
 
   /**
@@ -469,7 +376,7 @@ class OrderingRun {
       }
       // With nothing in flight, the head of each ordered line may go.
       const allowed = pending.filter((d) => {
-        const scope = this.scopeOf(this.endpoints.get(d.endpointId)!, d);
+        const scope = scopeOf(this.endpoints.get(d.endpointId)!, d);
         return !scope || scope.find((x) => x.status === 'pending') === d;
       });
       this.check(allowed.length > 0, () => `${pending.length} pending, none allowed to go`);
@@ -500,14 +407,6 @@ class OrderingRun {
     const left = await leaseAll(this.store, 'x', later);
     this.check(left.length === 0, () => `leasable after the drain: ${left.map((l) => l.delivery.id)}`);
   }
-}
-
-/** Fresh seeds on every test run unless ORDERING_SEED pins one; ORDERING_RUNS searches longer than RUNS. */
-function seeds(): number[] {
-  const pinned = process.env.ORDERING_SEED;
-  if (pinned) return [Number(pinned) >>> 0];
-  const runs = Number(process.env.ORDERING_RUNS) || RUNS;
-  return Array.from({ length: runs }, () => Math.floor(Math.random() * 2 ** 32));
 }
 
 export function runOrderingProperties(opts: StoreConformanceOptions): void {

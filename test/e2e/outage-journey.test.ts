@@ -113,6 +113,8 @@ describe.each(STORE_KINDS)('outage journey on %s', (kind) => {
       async () => {
         const w = j.t.hookrail.workers;
         if ((w.delivery?.inFlight ?? 0) > 0) return false;
+        // The circuit-open pass (deliveries of a blocked endpoint recorded as circuit_open) has run at this time.
+        if ((w.delivery?.circuitOpenPassStartedAt ?? j.clock.now()) < j.clock.now()) return false;
         if ((await j.t.store.fanoutPendingCount()) > 0) return false;
         const due = await j.t.store.deliveryLease({
           owner: 'probe-check',

@@ -1,19 +1,32 @@
 /**
  * Prometheus metrics with prom-client, on a registry of this instance's own (never the global default, so several
  * instances in one test process do not share counters). Gauges that describe the shared queue are read from the
- * store at scrape time, so every process reports the same, current numbers.
+ * store at scrape time, so every process reports the same, current numbers; the lane gauges' answer is reused for
+ * LANE_STATS_TTL_MS.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Metrics } from '../../ports/metrics.ts';
 
 const MS_BUCKETS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 15000];
+/**
+ * How long one laneStats() answer serves the lane gauges. It is a GROUP BY over every pending delivery: a Prometheus
+ * scrape every few seconds must not run an O(backlog) count each time, and lane backlogs move slowly.
+ */
+export const LANE_STATS_TTL_MS = 15_000;
+
+type LaneStats = { dedicatedEndpoints: number; pendingByLane: Record<string, number> };
+/** `answeredAt`: null while the call runs. */
+type LaneCache = { stats: Promise<LaneStats>; answeredAt: number | null };
 
 export function createPromMetrics(opts: {
   queueStats: () => Promise<{ pending: number; circuitsOpen: number }>;
   /** Lane gauges (ADR-03); omitted: not reported. */
-  laneStats?: () => Promise<{ dedicatedEndpoints: number; pendingByLane: Record<string, number> }>;
+  laneStats?: () => Promise<LaneStats>;
   defaultMetrics?: boolean;
+  /** Milliseconds, for the lane stats cache (LANE_STATS_TTL_MS); default Date.now. */
+  now?: () => number;
 }): Metrics {
+  const now = opts.now ?? Date.now;
   const registry = new Registry();
   if (opts.defaultMetrics !== false)
     collectDefaultMetrics({ register: registry, prefix: 'hookrail_process_' });
@@ -67,14 +80,33 @@ export function createPromMetrics(opts: {
     registers: [registry],
   });
   for (const direction of ['promoted', 'demoted', 'rehashed']) laneMoves.inc({ direction }, 0);
+  // One laneStats() call serves both lane gauges of a scrape (they share its promise while it runs) and every
+  // scrape for LANE_STATS_TTL_MS after it answered. A failure is not kept: that scrape fails, as before, and the next
+  // one asks again. A lane move by this process drops the answer, so its own moves show at the next scrape.
+  let laneCache: LaneCache | null = null;
   const { laneStats } = opts;
+  const cachedLaneStats = (load: () => Promise<LaneStats>): Promise<LaneStats> => {
+    const c = laneCache;
+    if (c && (c.answeredAt === null || now() - c.answeredAt < LANE_STATS_TTL_MS)) return c.stats;
+    const entry: LaneCache = { stats: load(), answeredAt: null };
+    laneCache = entry;
+    entry.stats.then(
+      () => {
+        entry.answeredAt = now();
+      },
+      () => {
+        if (laneCache === entry) laneCache = null;
+      },
+    );
+    return entry.stats;
+  };
   if (laneStats) {
     new Gauge({
       name: 'hookrail_lane_dedicated_endpoints',
       help: 'Endpoints in dedicated lanes (shared queue).',
       registers: [registry],
       async collect() {
-        this.set((await laneStats()).dedicatedEndpoints);
+        this.set((await cachedLaneStats(laneStats)).dedicatedEndpoints);
       },
     });
     new Gauge({
@@ -83,7 +115,7 @@ export function createPromMetrics(opts: {
       labelNames: ['lane'],
       registers: [registry],
       async collect() {
-        const { pendingByLane } = await laneStats();
+        const { pendingByLane } = await cachedLaneStats(laneStats);
         this.reset();
         for (const [lane, n] of Object.entries(pendingByLane)) this.set({ lane }, n);
       },
@@ -92,7 +124,10 @@ export function createPromMetrics(opts: {
 
   return {
     eventAccepted: () => events.inc(),
-    laneMoved: (direction) => laneMoves.inc({ direction }),
+    laneMoved(direction) {
+      laneMoves.inc({ direction });
+      laneCache = null;
+    },
     attemptRecorded(a) {
       attempts.inc({ outcome: a.outcome, error_class: a.errorClass ?? 'none' });
       if (a.deadLettered) deadLetters.inc();

@@ -72,7 +72,7 @@ const writeProjection = (
         WHERE d.id = u.id)${
           notices.length > 0
             ? `,
-     noticed AS (${insertNotificationsSql(18, '$4::bigint')})`
+     noticed AS (${insertNotificationsSql(19, '$4::bigint')})`
             : ''
         }
      UPDATE endpoint_queue q
@@ -82,10 +82,11 @@ const writeProjection = (
                                ELSE q.next_due_at END,
             runtime = COALESCE(u.runtime, q.runtime),
             failing_since = CASE WHEN u.runtime IS NULL THEN q.failing_since ELSE u.failing_since END,
-            digest_due_at = CASE WHEN u.runtime IS NULL THEN q.digest_due_at ELSE u.digest_due_at END
+            digest_due_at = CASE WHEN u.runtime IS NULL THEN q.digest_due_at ELSE u.digest_due_at END,
+            blocked_until = CASE WHEN u.runtime IS NULL THEN q.blocked_until ELSE u.blocked_until END
        FROM unnest($1::text[], $2::int[], $3::bigint[], $14::boolean[], $15::text[], $16::bigint[],
-                   $17::bigint[])
-            AS u(endpoint_id, n, extra, touched, runtime, failing_since, digest_due_at)
+                   $17::bigint[], $18::bigint[])
+            AS u(endpoint_id, n, extra, touched, runtime, failing_since, digest_due_at, blocked_until)
       WHERE q.endpoint_id = u.endpoint_id`,
     [
       endpoints,
@@ -105,6 +106,7 @@ const writeProjection = (
       saved.map((x) => x?.json ?? null),
       saved.map((x) => x?.failingSince ?? null),
       saved.map((x) => x?.digestDueAt ?? null),
+      saved.map((x) => x?.blockedUntil ?? null),
       ...(notices.length > 0 ? notificationValues(notices) : []),
     ],
   );

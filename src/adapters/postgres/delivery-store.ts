@@ -64,8 +64,8 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
   return {
     ...createEndpointsStore({ query, tx }),
     fanoutRun: ({ now, limit, ids }) => fanoutRun(tx, now, limit, ids),
-    deliveryLease: ({ owner, now, limit, perEndpoint, leaseMs, lanes }) =>
-      lease(tx, owner, now, limit, perEndpoint, leaseMs, lanes),
+    deliveryLease: ({ owner, now, limit, perEndpoint, leaseMs, lanes, circuitOpen }) =>
+      lease(tx, owner, now, limit, perEndpoint, leaseMs, lanes, circuitOpen),
     async deliveryComplete({ completions, now, ids }) {
       if (completions.length > 0) await complete(tx, completions, now, ids);
     },

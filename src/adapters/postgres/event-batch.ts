@@ -10,8 +10,9 @@
  * taker waits on the row lock, re-evaluates the guard on the new row (now fresh) and falls back to reading it.
  * Keys are claimed in sorted order so two batches never lock the same keys in opposite orders (deadlock).
  */
-import type { PoolClient } from 'pg';
+
 import type { EventInsertOutcome, EventRecord, NewEvent } from '../../ports/store.ts';
+import type { TxClient } from './migrate.ts';
 
 export interface EventRow {
   id: string;
@@ -54,7 +55,7 @@ interface KeyGroup {
 const MAX_CLAIM_ROUNDS = 5;
 
 export async function insertEventBatch(
-  client: PoolClient,
+  client: TxClient,
   events: NewEvent[],
   now: number,
   idempotencyWindowMs: number,
@@ -154,7 +155,7 @@ export async function insertEventBatch(
   return results as EventInsertOutcome[];
 }
 
-async function insertEvents(client: PoolClient, evs: NewEvent[]): Promise<void> {
+async function insertEvents(client: TxClient, evs: NewEvent[]): Promise<void> {
   const col = <K extends keyof NewEvent>(k: K) => evs.map((e) => e[k]);
   await client.query(
     `WITH ins AS (

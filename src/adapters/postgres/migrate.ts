@@ -5,7 +5,7 @@
  * A failed migration rolls back whole (PostgreSQL DDL is transactional) and leaves no version row behind.
  */
 import { readdir, readFile } from 'node:fs/promises';
-import type { PoolClient } from 'pg';
+import type { QueryResult, QueryResultRow } from 'pg';
 
 export interface Migration {
   version: number;
@@ -13,7 +13,12 @@ export interface Migration {
   sql: string;
 }
 
-export type TxRunner = <T>(fn: (client: PoolClient) => Promise<T>) => Promise<T>;
+/** What a transaction's statements run on (see preparing in prepared-statements.ts). */
+export interface TxClient {
+  // biome-ignore lint/suspicious/noExplicitAny: the row type is the caller's, as with pg's own query
+  query<R extends QueryResultRow = any>(text: string, values?: unknown[]): Promise<QueryResult<R>>;
+}
+export type TxRunner = <T>(fn: (client: TxClient) => Promise<T>) => Promise<T>;
 
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 const FILE_RE = /^(\d{4})_([a-z0-9_]+)\.sql$/;
@@ -47,7 +52,7 @@ export function assertSchemaName(schema: string): void {
 }
 
 /** Lock, make sure the schema and the bookkeeping table exist; runs at the start of every migration transaction. */
-async function prologue(client: PoolClient, schema: string | null): Promise<void> {
+async function prologue(client: TxClient, schema: string | null): Promise<void> {
   // One lock per schema: tests migrate many schemas of one database in parallel without waiting on each other.
   await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`hookrail.migrate:${schema ?? ''}`]);
   // Under the lock, because concurrent CREATE SCHEMA IF NOT EXISTS can still fail with a unique violation.

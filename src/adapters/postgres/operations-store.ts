@@ -275,9 +275,10 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
         const saved = runtimeColumns(runtimeAfterEnable(rt, now));
         await c.query(
           `UPDATE endpoint_queue q
-              SET runtime = $2, failing_since = $3, digest_due_at = $4, next_due_at = ${RECOMPUTE_DUE}
+              SET runtime = $2, failing_since = $3, digest_due_at = $4, blocked_until = $5,
+                  next_due_at = ${RECOMPUTE_DUE}
             WHERE q.endpoint_id = $1`,
-          [id, saved.json, saved.failingSince, saved.digestDueAt],
+          [id, saved.json, saved.failingSince, saved.digestDueAt, saved.blockedUntil],
         );
         return {
           endpoint: toEndpoint(enabled.rows[0]!),

@@ -331,6 +331,40 @@ describe('delivery plane across processes', () => {
   });
 });
 
+describe('housekeeping', () => {
+  it('vacuums the hot queue tables of its own schema; two processes at once are fine', async () => {
+    const name = schema();
+    const a = open({ schema: name });
+    const b = open({ schema: name });
+    await a.migrate();
+    const vacuums = async () => {
+      const c = new pg.Client({ connectionString: postgresUrl() });
+      await c.connect();
+      try {
+        const r = await c.query<{ relname: string; n: string }>(
+          `SELECT relname, vacuum_count AS n FROM pg_stat_user_tables
+            WHERE schemaname = $1 AND relname IN ('fanout_pending', 'endpoint_queue') ORDER BY relname`,
+          [name],
+        );
+        return r.rows.map((x) => [x.relname, Number(x.n)]);
+      } finally {
+        await c.end();
+      }
+    };
+    expect(await vacuums()).toEqual([
+      ['endpoint_queue', 0],
+      ['fanout_pending', 0],
+    ]);
+    await Promise.all([a.housekeeping(), b.housekeeping()]);
+    await vi.waitFor(
+      async () => {
+        for (const [, n] of await vacuums()) expect(n).toBeGreaterThanOrEqual(1);
+      },
+      { timeout: 5_000, interval: 100 },
+    );
+  });
+});
+
 describe('availability', () => {
   it('throws StoreUnavailableError quickly when nothing listens', async () => {
     const s = open({ schema: 'hr_nowhere', url: 'postgres://postgres@127.0.0.1:1/test' });

@@ -168,5 +168,10 @@ export function toPage<R, T extends { id: string }>(rows: R[], limit: number, ma
  */
 export const runtimeColumns = (rt: EndpointRuntime) => {
   const cols = runtimeIndexColumns(rt);
-  return { json: JSON.stringify(rt), failingSince: cols.failingSince, digestDueAt: cols.digestDueAt };
+  return {
+    json: JSON.stringify(rt),
+    failingSince: cols.failingSince,
+    digestDueAt: cols.digestDueAt,
+    blockedUntil: cols.blockedUntil,
+  };
 };

@@ -33,8 +33,8 @@ export function createSqliteDeliveryStore(
     async fanoutRun({ now, limit, ids }) {
       return fanout.immediate(now, limit, ids);
     },
-    async deliveryLease({ owner, now, limit, perEndpoint, leaseMs, lanes }) {
-      return lease.immediate(owner, now, limit, perEndpoint, leaseMs, lanes);
+    async deliveryLease({ owner, now, limit, perEndpoint, leaseMs, lanes, circuitOpen }) {
+      return lease.immediate(owner, now, limit, perEndpoint, leaseMs, lanes, circuitOpen);
     },
     async deliveryComplete({ completions, now, ids }) {
       if (completions.length > 0) complete.immediate(completions, now, ids);

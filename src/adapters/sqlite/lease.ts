@@ -36,8 +36,14 @@ export function createLease(db: Database.Database, st: St, refreshDue: RefreshDu
       perEndpoint: number,
       leaseMs: number,
       lanes?: LaneBinding,
+      circuitOpen = false,
     ): LeasedDelivery[] => {
       const inLanes = laneCondition(lanes);
+      // Blocked endpoints (circuit open, no probe due: circuit-breaker.ts blockedUntil) are leased only by the
+      // circuit-open pass, whose deliveries all come back as `circuit_open`; every other lease passes over them.
+      const blocked = circuitOpen
+        ? 'q.blocked_until > ?'
+        : '(q.blocked_until IS NULL OR q.blocked_until <= ?)';
       // The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at its
       // ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold up every
       // other endpoint until its in-flight attempts end): the next ones in rotation order are read instead.
@@ -48,10 +54,10 @@ export function createLease(db: Database.Database, st: St, refreshDue: RefreshDu
           `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, q.lane, e.max_concurrency, e.ordering,
              e.url, e.headers, e.tenant_id
            FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
-           WHERE q.next_due_at <= ? AND q.inflight < e.max_concurrency ${inLanes}
+           WHERE q.next_due_at <= ? AND ${blocked} AND q.inflight < e.max_concurrency ${inLanes}
              AND (q.last_served_at > ? OR (q.last_served_at = ? AND q.endpoint_id > ?))
            ORDER BY q.last_served_at, q.endpoint_id LIMIT ?`,
-        ).all(now, after[0], after[0], after[1], want) as Row[];
+        ).all(now, now, after[0], after[0], after[1], want) as Row[];
         for (const c of batch) {
           const runtime = parseRuntime((c.runtime as string | null) ?? null);
           const cap = effectiveCap(c.max_concurrency as number, runtime.circuit.closedAt, now);
@@ -70,7 +76,13 @@ export function createLease(db: Database.Database, st: St, refreshDue: RefreshDu
       for (const { c, runtime, cap } of candidates) {
         if (out.length >= limit) break;
         const endpointId = c.endpoint_id as string;
-        const room = Math.min(cap - (c.inflight as number), perEndpoint, limit - out.length);
+        // While the circuit is not closed, one at a time: the probe, when due (the rest would only be skipped).
+        const room = Math.min(
+          cap - (c.inflight as number),
+          perEndpoint,
+          limit - out.length,
+          !circuitOpen && runtime.circuit.state !== 'closed' ? 1 : Number.POSITIVE_INFINITY,
+        );
         if (room <= 0) continue;
         let rows: Row[];
         if (c.ordering === 'endpoint') {

@@ -61,12 +61,10 @@ const attemptIdFloor = (ms: number) => `att_${ulid(Math.max(0, ms), new Uint8Arr
 /** Writes a runtime record and its index columns. Shared with the delivery store's completion path. */
 export function saveRuntime(st: St, endpointId: string, rt: EndpointRuntime): void {
   const cols = runtimeIndexColumns(rt);
-  st('UPDATE endpoint_queue SET runtime = ?, failing_since = ?, digest_due_at = ? WHERE endpoint_id = ?').run(
-    JSON.stringify(rt),
-    cols.failingSince,
-    cols.digestDueAt,
-    endpointId,
-  );
+  st(
+    `UPDATE endpoint_queue SET runtime = ?, failing_since = ?, digest_due_at = ?, blocked_until = ?
+     WHERE endpoint_id = ?`,
+  ).run(JSON.stringify(rt), cols.failingSince, cols.digestDueAt, cols.blockedUntil, endpointId);
 }
 
 export function loadRuntime(st: St, endpointId: string): EndpointRuntime {

@@ -310,6 +310,8 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
       guard(() => (st('SELECT count(*) AS n FROM fanout_pending').get() as Row).n as number),
     idempotencyPrune: ({ olderThan }) =>
       guard(() => st('DELETE FROM idempotency_keys WHERE created_at < ?').run(olderThan).changes),
+    // No MVCC garbage: a deleted row's space is reused by the next insert.
+    housekeeping: async () => {},
   };
 
   function insertKey(k: ApiKeyRecord) {

@@ -1,0 +1,96 @@
+/**
+ * The lane gauges read laneStats() (an O(backlog) GROUP BY) at most once per scrape and cache it for
+ * LANE_STATS_TTL_MS, under an injected clock.
+ */
+import { describe, expect, it } from 'vitest';
+import { createPromMetrics, LANE_STATS_TTL_MS } from './prom-metrics.ts';
+
+function setup(fail = () => false) {
+  let t = 1_000_000;
+  let calls = 0;
+  let dedicated = 0;
+  const metrics = createPromMetrics({
+    queueStats: async () => ({ pending: 0, circuitsOpen: 0 }),
+    laneStats: async () => {
+      calls++;
+      if (fail()) throw new Error('store down');
+      return { dedicatedEndpoints: dedicated, pendingByLane: { 'shared:0': calls, dedicated } };
+    },
+    defaultMetrics: false,
+    now: () => t,
+  });
+  return {
+    metrics,
+    calls: () => calls,
+    advance: (ms: number) => {
+      t += ms;
+    },
+    setDedicated: (n: number) => {
+      dedicated = n;
+    },
+    body: async () => (await metrics.render()).body,
+  };
+}
+
+describe('prom-metrics lane gauges', () => {
+  it('call laneStats once per scrape for both gauges, and not again within the cache window', async () => {
+    const m = setup();
+    const first = await m.body();
+    expect(m.calls()).toBe(1);
+    expect(first).toMatch(/^hookrail_lane_dedicated_endpoints 0$/m);
+    expect(first).toMatch(/^hookrail_lane_backlog_deliveries\{lane="shared:0"\} 1$/m);
+
+    m.setDedicated(2);
+    m.advance(LANE_STATS_TTL_MS - 1);
+    const cached = await m.body();
+    expect(m.calls()).toBe(1);
+    expect(cached).toMatch(/^hookrail_lane_dedicated_endpoints 0$/m);
+    expect(cached).toMatch(/^hookrail_lane_backlog_deliveries\{lane="shared:0"\} 1$/m);
+
+    m.advance(1);
+    const fresh = await m.body();
+    expect(m.calls()).toBe(2);
+    expect(fresh).toMatch(/^hookrail_lane_dedicated_endpoints 2$/m);
+    expect(fresh).toMatch(/^hookrail_lane_backlog_deliveries\{lane="shared:0"\} 2$/m);
+    expect(fresh).toMatch(/^hookrail_lane_backlog_deliveries\{lane="dedicated"\} 2$/m);
+  });
+
+  it('share one in-flight call between concurrent scrapes', async () => {
+    const m = setup();
+    await Promise.all([m.body(), m.body(), m.body()]);
+    expect(m.calls()).toBe(1);
+  });
+
+  it('do not keep a failure: that scrape fails, the next one asks again', async () => {
+    let down = true;
+    const m = setup(() => down);
+    await expect(m.body()).rejects.toThrow('store down');
+    expect(m.calls()).toBe(1);
+    down = false;
+    expect(await m.body()).toMatch(/^hookrail_lane_backlog_deliveries\{lane="shared:0"\} 2$/m);
+    expect(m.calls()).toBe(2);
+  });
+
+  it("refresh at the next scrape after this process's own lane move", async () => {
+    const m = setup();
+    await m.body();
+    m.setDedicated(1);
+    m.metrics.laneMoved('promoted');
+    const after = await m.body();
+    expect(m.calls()).toBe(2);
+    expect(after).toMatch(/^hookrail_lane_dedicated_endpoints 1$/m);
+    expect(after).toMatch(/^hookrail_lane_moves_total\{direction="promoted"\} 1$/m);
+  });
+
+  it('leave the queue gauges uncached', async () => {
+    let calls = 0;
+    const metrics = createPromMetrics({
+      queueStats: async () => ({ pending: ++calls, circuitsOpen: 0 }),
+      defaultMetrics: false,
+      now: () => 0,
+    });
+    await metrics.render();
+    await metrics.render();
+    expect(calls).toBe(4); // two gauges, two scrapes: as before
+  });
+});
