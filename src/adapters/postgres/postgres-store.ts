@@ -122,7 +122,8 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
     application_name: 'hookrail',
     types: poolTypes,
     // A schema that does not exist yet is fine here: migrate() creates it, and PostgreSQL re-resolves the path.
-    ...(schema !== null ? { options: `-c search_path=${schema}` } : {}),
+    // Plans per call (see prepared-statements.ts).
+    options: `-c plan_cache_mode=force_custom_plan${schema !== null ? ` -c search_path=${schema}` : ''}`,
   });
   // Idle clients get errors when the server restarts or an admin terminates them. pg-pool already drops such a
   // client; without a listener the 'error' event would be thrown and crash the process.
