@@ -47,7 +47,7 @@ export interface DeliveryWorkerOptions {
  * long after it came due (its queue wait shows it). Short against the retry schedule's gaps (seconds and more);
  * long enough that an outage's skips are written in one or two transactions a second. Measured (bench:isolation,
  * SQLite): passes every 250 ms in batches of 50 cost the healthy endpoints more than one pass a second — every
- * transaction is a durable commit, and SQLite's run on the event loop.
+ * transaction is a durable commit, and SQLite's transactions run on the event loop.
  */
 export const CIRCUIT_OPEN_PASS_MS = 1_000;
 /** Deliveries per lease and completion of the pass; the pass yields to other work between batches. */
