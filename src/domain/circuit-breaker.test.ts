@@ -11,6 +11,7 @@ import {
   effectiveCircuitState,
   initialCircuit,
   isCircuitState,
+  leaseLimit,
   nextProbeAt,
   onOutcome,
   PROBE_CLAIM_MARGIN_MS,
@@ -269,6 +270,12 @@ describe('half_open (probe claimed)', () => {
 });
 
 describe('blockedUntil: what leasing may skip', () => {
+  it('leaseLimit: any number while closed, one (the probe) otherwise', () => {
+    expect(leaseLimit(initialCircuit())).toBe(Number.POSITIVE_INFINITY);
+    expect(leaseLimit(openedAt(T0))).toBe(1);
+    expect(leaseLimit(probeClaim(openedAt(T0), T0 + PROBE_INTERVAL_MS))).toBe(1);
+  });
+
   it('is null while closed, also during a ramp', () => {
     expect(blockedUntil(initialCircuit())).toBeNull();
     const closed = onOutcome(openedAt(T0), 'success', T0 + 6 * MIN, true);

@@ -115,6 +115,14 @@ export function blockedUntil(state: CircuitState): number | null {
   return state.state === 'closed' ? null : nextProbeAt(state);
 }
 
+/**
+ * Deliveries an ordinary lease may take of the endpoint per call, as far as the circuit goes: any number while
+ * closed; otherwise one at a time — the probe, when due (more would only be skipped as `circuit_open`).
+ */
+export function leaseLimit(state: CircuitState): number {
+  return state.state === 'closed' ? Number.POSITIVE_INFINITY : 1;
+}
+
 /** The state as it stands at `now`: a half_open circuit whose probe claim has expired is open again. */
 export function effectiveCircuitState(state: CircuitState, now: number): CircuitStateName {
   assertTime(now);

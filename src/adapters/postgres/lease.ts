@@ -1,5 +1,5 @@
 /** Leasing due deliveries fairly across endpoints and processes (locking: see delivery-store.ts). */
-import { decideAttempt } from '../../domain/circuit-breaker.ts';
+import { decideAttempt, leaseLimit } from '../../domain/circuit-breaker.ts';
 import { type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import type { LaneBinding } from '../../domain/lanes.ts';
 import { effectiveCap } from '../../domain/ramp.ts';
@@ -109,7 +109,6 @@ export async function lease(
     // 2. Their due deliveries, all endpoints in one statement (a LATERAL probe of the partial indexes per
     //    endpoint), cut at `limit` in rotation order. A later statement than 1, so its snapshot includes
     //    everything committed by whoever held the queue rows before (fan-out above all).
-    //    While the circuit is not closed, one at a time: the probe, when due (the rest would only be skipped).
     const room = cands.map((cd, i) =>
       cd.ordering === 'endpoint'
         ? cd.inflight > 0
@@ -121,7 +120,7 @@ export async function lease(
               free[i]!,
               perEndpoint,
               limit,
-              !circuitOpen && runtimes[i]!.circuit.state !== 'closed' ? 1 : Number.POSITIVE_INFINITY,
+              circuitOpen ? Number.POSITIVE_INFINITY : leaseLimit(runtimes[i]!.circuit),
             ),
           ),
     );

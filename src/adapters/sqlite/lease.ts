@@ -1,6 +1,6 @@
 /** Leasing due deliveries fairly across endpoints (SQLite). */
 import type Database from 'better-sqlite3';
-import { decideAttempt } from '../../domain/circuit-breaker.ts';
+import { decideAttempt, leaseLimit } from '../../domain/circuit-breaker.ts';
 import { type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import type { LaneBinding } from '../../domain/lanes.ts';
 import { effectiveCap } from '../../domain/ramp.ts';
@@ -41,9 +41,11 @@ export function createLease(db: Database.Database, st: St, refreshDue: RefreshDu
       const inLanes = laneCondition(lanes);
       // Blocked endpoints (circuit open, no probe due: circuit-breaker.ts blockedUntil) are leased only by the
       // circuit-open pass, whose deliveries all come back as `circuit_open`; every other lease passes over them.
-      const blocked = circuitOpen
-        ? 'q.blocked_until > ?'
-        : '(q.blocked_until IS NULL OR q.blocked_until <= ?)';
+      // The circuit-open pass reads the few blocked rows through their own index (and sorts them), not by walking
+      // the whole rotation, which it would otherwise do once a second whatever the number of endpoints with work.
+      const [queue, blocked] = circuitOpen
+        ? ['endpoint_queue q INDEXED BY endpoint_queue_blocked', 'q.blocked_until > ?']
+        : ['endpoint_queue q', '(q.blocked_until IS NULL OR q.blocked_until <= ?)'];
       // The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at its
       // ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold up every
       // other endpoint until its in-flight attempts end): the next ones in rotation order are read instead.
@@ -53,7 +55,7 @@ export function createLease(db: Database.Database, st: St, refreshDue: RefreshDu
         const batch = st(
           `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, q.lane, e.max_concurrency, e.ordering,
              e.url, e.headers, e.tenant_id
-           FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
+           FROM ${queue} JOIN endpoints e ON e.id = q.endpoint_id
            WHERE q.next_due_at <= ? AND ${blocked} AND q.inflight < e.max_concurrency ${inLanes}
              AND (q.last_served_at > ? OR (q.last_served_at = ? AND q.endpoint_id > ?))
            ORDER BY q.last_served_at, q.endpoint_id LIMIT ?`,
@@ -76,12 +78,11 @@ export function createLease(db: Database.Database, st: St, refreshDue: RefreshDu
       for (const { c, runtime, cap } of candidates) {
         if (out.length >= limit) break;
         const endpointId = c.endpoint_id as string;
-        // While the circuit is not closed, one at a time: the probe, when due (the rest would only be skipped).
         const room = Math.min(
           cap - (c.inflight as number),
           perEndpoint,
           limit - out.length,
-          !circuitOpen && runtime.circuit.state !== 'closed' ? 1 : Number.POSITIVE_INFINITY,
+          circuitOpen ? Number.POSITIVE_INFINITY : leaseLimit(runtime.circuit),
         );
         if (room <= 0) continue;
         let rows: Row[];
