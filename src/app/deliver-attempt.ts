@@ -8,7 +8,12 @@ import { newId } from '../domain/ids.ts';
 import { classifyOutcome } from '../domain/outcome.ts';
 import { nextAttemptDecision } from '../domain/retry-schedule.ts';
 import type { Clock, Random } from '../ports/clock.ts';
-import type { AttemptCompletion, LeasedDelivery } from '../ports/delivery-store.ts';
+import type {
+  AttemptCompletion,
+  LeasedDelivery,
+  SkipCompletion,
+  SkippedDelivery,
+} from '../ports/delivery-store.ts';
 import type { HttpSender, SendResult } from '../ports/http-sender.ts';
 
 export const RESPONSE_BODY_STORED_BYTES = 4096;
@@ -35,21 +40,12 @@ export async function deliverAttempt(
 ): Promise<AttemptCompletion> {
   const { delivery, endpoint, event } = leased;
   const startedAt = leasedAt;
-  const dueAt = delivery.nextAttemptAt ?? startedAt;
-  const secrets = leased.mode === 'circuit_open' ? [] : await deps.secretsFor(endpoint.tenantId, endpoint.id);
+  if (leased.mode === 'circuit_open')
+    return { ...skippedAttempt(deps.random, leased, startedAt), leaseOwner };
+  const secrets = await deps.secretsFor(endpoint.tenantId, endpoint.id);
 
   let result: SendResult;
-  if (leased.mode === 'circuit_open') {
-    // The endpoint's circuit is open and this delivery is not the probe: no request leaves. The attempt is
-    // recorded as failed and rescheduled, so the delivery's schedule keeps running through the outage (§5).
-    result = {
-      kind: 'error',
-      errorClass: 'circuit_open',
-      message: 'circuit open: not sent',
-      hops: [],
-      timings: { startedAt, wireAt: null, responseAt: null, finishedAt: startedAt },
-    };
-  } else if (secrets.length === 0) {
+  if (secrets.length === 0) {
     // Cannot happen through the API (the last secret cannot be retired); never send an unsigned request.
     result = {
       kind: 'error',
@@ -74,7 +70,36 @@ export async function deliverAttempt(
         }),
     });
   }
-  const finishedAt = deps.clock.now();
+  const completion = attemptCompletion(deps.random, leased, startedAt, deps.clock.now(), result);
+  return { ...completion, leaseOwner, probe: leased.mode === 'probe' };
+}
+
+/**
+ * A delivery that came due while its endpoint's circuit is open: no request leaves. The attempt is recorded as
+ * failed (`circuit_open`) and rescheduled on the retry schedule, so the delivery's schedule keeps running through
+ * the outage (PRODUCT.md §5). Synchronous: the store calls it inside the transaction that records the skip.
+ */
+export function skippedAttempt(random: Random, skipped: SkippedDelivery, at: number): SkipCompletion {
+  const result: SendResult = {
+    kind: 'error',
+    errorClass: 'circuit_open',
+    message: 'circuit open: not sent',
+    hops: [],
+    timings: { startedAt: at, wireAt: null, responseAt: null, finishedAt: at },
+  };
+  return attemptCompletion(random, skipped, at, at, result);
+}
+
+/** The attempt-log entry and the delivery's next state for what one attempt produced (pure given `random`). */
+function attemptCompletion(
+  random: Random,
+  leased: SkippedDelivery,
+  startedAt: number,
+  finishedAt: number,
+  result: SendResult,
+): SkipCompletion {
+  const { delivery, endpoint } = leased;
+  const dueAt = delivery.nextAttemptAt ?? startedAt;
   const outcome =
     result.kind === 'response'
       ? classifyOutcome({
@@ -94,7 +119,7 @@ export async function deliverAttempt(
       attemptsMade: attemptNo,
       firstAttemptAt: delivery.firstAttemptAt ?? startedAt,
       now: finishedAt,
-      random: deps.random.float(),
+      random: random.float(),
       retryAfterMs: outcome.retryAfterMs,
     });
     next =
@@ -106,11 +131,9 @@ export async function deliverAttempt(
   const t = result.timings;
   const wireAt = t.wireAt ?? t.finishedAt;
   return {
-    leaseOwner,
-    probe: leased.mode === 'probe',
     next,
     attempt: {
-      id: newId('attempt', startedAt, deps.random.bytes(10)),
+      id: newId('attempt', startedAt, random.bytes(10)),
       deliveryId: delivery.id,
       endpointId: endpoint.id,
       tenantId: endpoint.tenantId,

@@ -121,6 +121,15 @@ export interface AttemptCompletion {
     | { status: 'dead'; reason: string };
 }
 
+/** A due delivery of a blocked endpoint, found by deliverySkipBlocked: what its `circuit_open` attempt records. */
+export interface SkippedDelivery {
+  delivery: DeliveryRecord;
+  endpoint: { id: string; tenantId: string; url: string };
+}
+
+/** A circuit-open skip: an attempt completion recorded in the transaction that found it due, without a lease. */
+export type SkipCompletion = Omit<AttemptCompletion, 'leaseOwner' | 'probe'>;
+
 export interface EndpointRuntimeView {
   endpointId: string;
   inflight: number;
@@ -239,11 +248,9 @@ export interface DeliveryStore {
    * leased delivery records the lane it was leased under (what a later move counts as draining).
    *
    * Blocked endpoints — circuit not closed and its next probe not yet due (domain/circuit-breaker.ts blockedUntil)
-   * — are passed over, and of an endpoint whose circuit is not closed at most one delivery is leased (the probe,
-   * when due). With `circuitOpen: true` it is the other way round: only blocked endpoints are served, and their
-   * due deliveries come back with mode `circuit_open`, to be recorded as such without a request (PRODUCT.md §5).
-   * So an open circuit costs healthy endpoints' leases nothing, and its skips are written in transactions that
-   * hold no other endpoint's queue row.
+   * — are passed over (deliverySkipBlocked records their due deliveries), and of an endpoint whose circuit is not
+   * closed at most one delivery is leased (the probe, when due). So an open circuit costs healthy endpoints'
+   * leases nothing.
    */
   deliveryLease(p: {
     owner: string;
@@ -252,8 +259,24 @@ export interface DeliveryStore {
     perEndpoint: number;
     leaseMs: number;
     lanes?: LaneBinding;
-    circuitOpen?: boolean;
   }): Promise<LeasedDelivery[]>;
+  /**
+   * The circuit-open pass (PRODUCT.md §5), in one transaction: up to `limit` due deliveries of blocked endpoints
+   * (ordering modes hold as in a lease: the head of an `endpoint`-ordered queue, the oldest of each resource) are
+   * recorded as the failed attempts `skip` makes of them (`circuit_open`, rescheduled or dead-lettered on the
+   * retry schedule) and applied to the endpoints' runtimes as deliveryComplete applies attempts. Nothing is
+   * leased: a skip sends nothing, so it takes no in-flight slot and needs no lease mark, and the transaction holds
+   * no healthy endpoint's queue row. A blocked endpoint whose circuit in fact allows a probe now (a stored block
+   * behind its runtime) is unblocked instead, for the next lease. `lanes` as for deliveryLease. Returns the
+   * completions written.
+   */
+  deliverySkipBlocked(p: {
+    now: number;
+    limit: number;
+    lanes?: LaneBinding;
+    skip(d: SkippedDelivery): SkipCompletion;
+    ids?: { notification(): string };
+  }): Promise<SkipCompletion[]>;
   /** Appends the attempts and updates the deliveries and in-flight counts, in one transaction. */
   /**
    * Also applies each attempt to the endpoint's shared runtime (circuit, streak, health) and writes the notices it

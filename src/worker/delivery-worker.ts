@@ -14,11 +14,11 @@
  * returns the delivery to the queue and it is retried with the same webhook-id (at-least-once).
  */
 import type { Logger } from 'pino';
-import { type AttemptDeps, deliverAttempt } from '../app/deliver-attempt.ts';
+import { type AttemptDeps, deliverAttempt, skippedAttempt } from '../app/deliver-attempt.ts';
 import type { Signal } from '../app/signal.ts';
 import { newId } from '../domain/ids.ts';
 import type { LaneBinding } from '../domain/lanes.ts';
-import type { AttemptCompletion, LeasedDelivery } from '../ports/delivery-store.ts';
+import type { AttemptCompletion, LeasedDelivery, SkipCompletion } from '../ports/delivery-store.ts';
 import type { Metrics } from '../ports/metrics.ts';
 import type { Store } from '../ports/store.ts';
 
@@ -50,7 +50,7 @@ export interface DeliveryWorkerOptions {
  * transaction is a durable commit, and SQLite's transactions run on the event loop.
  */
 export const CIRCUIT_OPEN_PASS_MS = 1_000;
-/** Deliveries per lease and completion of the pass; the pass yields to other work between batches. */
+/** Deliveries per transaction of the pass; the pass yields to other work between batches. */
 const CIRCUIT_OPEN_BATCH = 500;
 /** Deliveries recorded per pass at most; the rest wait for the next pass. */
 const CIRCUIT_OPEN_PASS_MAX = 5_000;
@@ -129,11 +129,12 @@ export class DeliveryWorker {
 
   /**
    * The circuit-open pass, beside the main loop: the deliveries of blocked endpoints (circuit open, next probe not
-   * due) that have come due are leased (`circuitOpen: true`), recorded as `circuit_open` attempts — no request —
-   * and rescheduled, so their schedules keep running through the outage (PRODUCT.md §5). Its own leases and
-   * completions: an outage's skips, however many, are a few batched transactions a second that hold no healthy
-   * endpoint's queue row, and take no attempt slot. The main loop's leases never see a blocked endpoint. Started
-   * by the main loop (so it runs on the injected clock) at most every `circuitOpenPassMs`, one at a time.
+   * due) that have come due are recorded as `circuit_open` attempts — no request — and rescheduled, so their
+   * schedules keep running through the outage (PRODUCT.md §5). Unleased, in transactions of up to
+   * CIRCUIT_OPEN_BATCH (store.deliverySkipBlocked): an outage's skips, however many, are a transaction or a few a
+   * second that hold no healthy endpoint's queue row and take no attempt slot. The main loop's leases never see a
+   * blocked endpoint. Started by the main loop (so it runs on the injected clock) at most every
+   * `circuitOpenPassMs`, one at a time.
    */
   private maybeStartCircuitOpenPass(): void {
     const startedAt = this.opts.attempt.clock.now();
@@ -144,7 +145,7 @@ export class DeliveryWorker {
         this.circuitOpenPassedAt = startedAt;
       })
       .catch((err) => {
-        // Left leased, the deliveries are returned by lease expiry and recorded by a later pass.
+        // Nothing was written (one transaction per batch): a later pass records them.
         this.opts.logger?.warn({ err }, 'circuit-open pass failed; retrying');
       })
       .finally(() => {
@@ -152,43 +153,30 @@ export class DeliveryWorker {
       });
   }
 
-  /** One circuit-open pass (public for tests that drive it step by step); returns the deliveries it leased. */
+  /** One circuit-open pass (public for tests that drive it step by step); returns the deliveries it recorded. */
   async runCircuitOpenPass(): Promise<number> {
-    const { store, owner, leaseMs, attempt } = this.opts;
+    const { store, attempt } = this.opts;
+    const { clock, random } = attempt;
     let recorded = 0;
     while (recorded < CIRCUIT_OPEN_PASS_MAX) {
-      const now = attempt.clock.now();
-      const leased = await store.deliveryLease({
-        owner,
+      const now = clock.now();
+      const written = await store.deliverySkipBlocked({
         now,
         limit: CIRCUIT_OPEN_BATCH,
-        perEndpoint: CIRCUIT_OPEN_BATCH,
-        leaseMs,
         lanes: this.opts.lanes,
-        circuitOpen: true,
+        skip: (skipped) => skippedAttempt(random, skipped, now),
+        ids: { notification: () => newId('notification', now, random.bytes(10)) },
       });
-      if (leased.length === 0) break;
-      const completions: AttemptCompletion[] = [];
-      for (const l of leased) {
-        // A probe (the stored block was behind the circuit) is a real attempt: the main path sends it.
-        if (l.mode !== 'circuit_open') this.startAttempt(l, now);
-        else completions.push(await deliverAttempt(attempt, l, owner, now));
-      }
-      for (const c of completions) this.recordMetrics(c);
-      const { random } = attempt;
-      const at = attempt.clock.now();
-      await store.deliveryComplete({
-        completions,
-        now: at,
-        ids: { notification: () => newId('notification', at, random.bytes(10)) },
-      });
-      recorded += leased.length;
+      for (const c of written) this.recordMetrics(c);
+      recorded += written.length;
+      // A batch short of the limit took everything due; what comes due meanwhile is the next pass's.
+      if (written.length < CIRCUIT_OPEN_BATCH) break;
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
     return recorded;
   }
 
-  private recordMetrics(completion: AttemptCompletion): void {
+  private recordMetrics(completion: SkipCompletion): void {
     const a = completion.attempt;
     this.opts.metrics?.attemptRecorded({
       outcome: a.outcome,

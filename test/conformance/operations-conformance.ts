@@ -22,6 +22,8 @@ import type {
   EndpointRecord,
   LeasedDelivery,
   NotificationRecord,
+  SkipCompletion,
+  SkippedDelivery,
 } from '../../src/ports/delivery-store.ts';
 import type { NewEvent, Store, TenantRecord } from '../../src/ports/store.ts';
 import { NOW, type StoreConformanceOptions } from './store-conformance.ts';
@@ -42,7 +44,7 @@ type Failure = 'retryable' | 'permanent' | 'circuit_open';
 
 /** The attempt a worker would record for a leased delivery: delivered unless `failure` says otherwise. */
 function attemptFor(
-  l: LeasedDelivery,
+  l: SkippedDelivery,
   at: number,
   failure: Failure | null = null,
   o: Partial<AttemptRecord> = {},
@@ -170,18 +172,27 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
       return evs;
     }
 
-    const lease = (
-      now: number,
-      o: { owner?: string; limit?: number; perEndpoint?: number; circuitOpen?: boolean } = {},
-    ) =>
+    const lease = (now: number, o: { owner?: string; limit?: number; perEndpoint?: number } = {}) =>
       store.deliveryLease({
         owner: o.owner ?? 'w1',
         now,
         limit: o.limit ?? 100,
         perEndpoint: o.perEndpoint ?? 100,
         leaseMs: LEASE_MS,
-        circuitOpen: o.circuitOpen,
       });
+
+    /** The circuit-open pass's write at `now`: due deliveries of blocked endpoints recorded as `circuit_open`. */
+    const skipBlocked = (now: number, limit = 100) =>
+      store.deliverySkipBlocked({
+        now,
+        limit,
+        skip: (d) => ({
+          attempt: attemptFor(d, now, 'circuit_open', { finishedAt: now }),
+          next: { status: 'pending', nextAttemptAt: now + DAY },
+        }),
+      });
+    const skipped = (cs: SkipCompletion[], endpointId: string) =>
+      cs.filter((x) => x.attempt.endpointId === endpointId).map((x) => x.attempt.errorClass);
 
     /** Completes leased deliveries in one batch: attempts started at `at`, the batch written at `at + 200`. */
     async function complete(
@@ -297,19 +308,29 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
         expect((await runtimeOf(other.id)).circuit.state).toBe('closed');
 
         // While open the endpoint is blocked until its probe is due: a lease passes over it, and the circuit-open
-        // lease serves only it, every delivery as circuit_open; recording them moves nothing.
+        // pass records its due deliveries as circuit_open, unleased; recording them moves nothing.
         const probeAt = openedAt + PROBE_INTERVAL_MS;
         expect(only(await lease(NOW + 5 * SECOND, { perEndpoint: 5 }))).toEqual([]);
-        const skip = only(await lease(NOW + 5 * SECOND, { perEndpoint: 5, circuitOpen: true }));
-        expect(modes(skip)).toEqual(Array(5).fill('circuit_open'));
-        await complete(skip, NOW + 6 * SECOND, { failure: 'circuit_open' });
-        expect((await runtimeOf(ep.id)).circuit).toMatchObject({ state: 'open', consecutiveFailures: 20 });
-        expect((await runtimeOf(ep.id)).lastFailureAt).toBe(openedAt);
+        const skip = await skipBlocked(NOW + 5 * SECOND, 5);
+        expect(skipped(skip, ep.id)).toEqual(Array(5).fill('circuit_open'));
+        expect(skip.every((x) => x.attempt.endpointId === ep.id)).toBe(true);
+        const view = await store.endpointRuntime({ endpointId: ep.id });
+        expect(view?.inflight).toBe(0);
+        expect(view?.runtime.circuit).toMatchObject({ state: 'open', consecutiveFailures: 20 });
+        expect(view?.runtime.lastFailureAt).toBe(openedAt);
+        // Recorded: an attempt each, rescheduled, not leased.
+        const first = (await store.deliveryGet({ id: skip[0]!.attempt.deliveryId, tenantId: null }))!;
+        expect(first).toMatchObject({
+          status: 'pending',
+          attempts: 1,
+          nextAttemptAt: NOW + 5 * SECOND + DAY,
+        });
+        expect(
+          (await store.attemptList({ deliveryId: first.id, tenantId: null })).map((a) => a.errorClass),
+        ).toEqual(['circuit_open']);
 
         expect(only(await lease(probeAt - 1, { perEndpoint: 1 }))).toEqual([]);
-        const early = only(await lease(probeAt - 1, { perEndpoint: 1, circuitOpen: true }));
-        expect(modes(early)).toEqual(['circuit_open']);
-        await complete(early, probeAt - 1, { failure: 'circuit_open' });
+        expect(skipped(await skipBlocked(probeAt - 1, 1), ep.id)).toEqual(['circuit_open']);
 
         // Due: several workers lease at once — exactly one probe among them, and nothing else of the endpoint
         // (one at a time while the circuit is not closed).
@@ -321,11 +342,9 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
         expect((await runtimeOf(ep.id)).circuit).toMatchObject({ state: 'half_open', lastProbeAt: probeAt });
         // While the probe is in flight, nothing else is sent: blocked again, circuit_open only.
         expect(only(await lease(probeAt + SECOND, { owner: 'w5', perEndpoint: 1 }))).toEqual([]);
-        const during = only(
-          await lease(probeAt + SECOND, { owner: 'w5', perEndpoint: 1, circuitOpen: true }),
-        );
-        expect(modes(during)).toEqual(['circuit_open']);
-        await complete(during, probeAt + SECOND, { failure: 'circuit_open', owner: 'w5' });
+        expect(skipped(await skipBlocked(probeAt + SECOND, 1), ep.id)).toEqual(['circuit_open']);
+        // The skip took no slot: the probe's is the only one in flight.
+        expect((await store.endpointRuntime({ endpointId: ep.id }))?.inflight).toBe(1);
         for (const [i, ls] of racing.entries()) {
           await complete(ls, probeAt + 2 * SECOND, { failure: 'retryable', owner: owners[i]! });
         }
@@ -338,13 +357,11 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
           probeInFlightUntil: null,
           closedAt: null,
         });
-        const notYet = only(
-          await lease(probeAt + PROBE_INTERVAL_MS - 1, { perEndpoint: 1, circuitOpen: true }),
-        );
-        expect(modes(notYet)).toEqual(['circuit_open']);
-        await complete(notYet, probeAt + PROBE_INTERVAL_MS - 1, { failure: 'circuit_open' });
-        // Once the probe is due the endpoint is no longer blocked: the circuit-open lease leaves it alone.
-        expect(only(await lease(probeAt + PROBE_INTERVAL_MS, { circuitOpen: true }))).toEqual([]);
+        expect(skipped(await skipBlocked(probeAt + PROBE_INTERVAL_MS - 1, 1), ep.id)).toEqual([
+          'circuit_open',
+        ]);
+        // Once the probe is due the endpoint is no longer blocked: the circuit-open pass leaves it alone.
+        expect(await skipBlocked(probeAt + PROBE_INTERVAL_MS)).toEqual([]);
 
         // The second probe succeeds: closed, closedAt set, the streak over.
         const probe2At = probeAt + PROBE_INTERVAL_MS;
@@ -386,6 +403,50 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
         expect((await store.queueStats()).pending).toBe(
           (await deliveriesOf(ep.id, 'pending')).length + (await deliveriesOf(other.id, 'pending')).length,
         );
+      });
+
+      test('skipping an open circuit: the head only under `endpoint` ordering, a dead letter notifies', async () => {
+        const t = await newTenant();
+        const ep = await newEndpoint(t.id, { ordering: 'endpoint' });
+        const evs = await publish(t.id, 3);
+        // 20 failed attempts of the head, one at a time (strict order), open the circuit.
+        let at = NOW + SECOND;
+        for (let i = 0; i < 20; i++, at += SECOND) {
+          const ls = await lease(at);
+          expect(ls.map((l) => l.delivery.eventId)).toEqual([evs[0]!.id]);
+          await complete(ls, at, {
+            failure: 'retryable',
+            next: { status: 'pending', nextAttemptAt: at + 1 },
+          });
+        }
+        expect((await runtimeOf(ep.id)).circuit.state).toBe('open');
+        // Every delivery is due, but only the head may be recorded, once per pass.
+        const skipAt = (now: number, next: AttemptCompletion['next']) =>
+          store.deliverySkipBlocked({
+            now,
+            limit: 100,
+            skip: (d) => ({ attempt: attemptFor(d, now, 'circuit_open', { finishedAt: now }), next }),
+            ids: { notification: () => id('notification', now) },
+          });
+        const skip = await skipAt(at, { status: 'pending', nextAttemptAt: at + SECOND });
+        expect(skip.map((x) => [x.attempt.deliveryId, x.attempt.attemptNo])).toEqual([
+          [skip[0]!.attempt.deliveryId, 21],
+        ]);
+        const head = (await store.deliveryGet({ id: skip[0]!.attempt.deliveryId, tenantId: null }))!;
+        expect(head.eventId).toBe(evs[0]!.id);
+        // A skip that uses the last attempt dead-letters the delivery, with its notice, in the same transaction.
+        const dead = await skipAt(at + SECOND, { status: 'dead', reason: 'max_attempts' });
+        expect(dead.map((x) => x.attempt.deliveryId)).toEqual([head.id]);
+        expect(await store.deliveryGet({ id: head.id, tenantId: null })).toMatchObject({
+          status: 'dead',
+          attempts: 22,
+        });
+        expect((await notificationsOf(t.id)).map((n) => n.kind)).toEqual(['dead_letter']);
+        expect((await store.endpointRuntime({ endpointId: ep.id }))?.inflight).toBe(0);
+        // The next event is the head now.
+        const next = await skipBlocked(at + 2 * SECOND);
+        const nextHead = (await store.deliveryGet({ id: next[0]!.attempt.deliveryId, tenantId: null }))!;
+        expect([next.length, nextHead.eventId]).toEqual([1, evs[1]!.id]);
       });
 
       test('an endpoint at its ramped cap does not hold up leasing for the others', async () => {

@@ -124,9 +124,12 @@ type CompletionRow = ProjectionRow & {
   notification_email: string | null;
 };
 
+/** A completion as written: `leaseOwner` null for a circuit-open skip, recorded without a lease (circuit-open.ts). */
+export type RecordedCompletion = Omit<AttemptCompletion, 'leaseOwner'> & { leaseOwner: string | null };
+
 export async function complete(
   tx: TxRunner,
-  completions: AttemptCompletion[],
+  completions: RecordedCompletion[],
   now: number,
   ids: { notification(): string } | undefined,
 ) {
@@ -226,7 +229,8 @@ export async function complete(
         r.lease_until = null;
         wrote = true;
         changed.add(r);
-        released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
+        // A skip held no in-flight slot.
+        if (x.leaseOwner !== null) released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
         touched.add(r.endpoint_id);
       } else if (x.next.status === 'delivered') {
         // The lease expired and the delivery went back to the queue (or to another worker) while this attempt

@@ -30,6 +30,7 @@
  * involved, never on the size of the backlog.
  */
 import type { DeliveryStore } from '../../ports/delivery-store.ts';
+import { skipBlocked } from './circuit-open.ts';
 import { complete, expire } from './completion.ts';
 import { createDeliveryReads } from './delivery-reads.ts';
 import { createEndpointsStore } from './endpoints-store.ts';
@@ -64,8 +65,9 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
   return {
     ...createEndpointsStore({ query, tx }),
     fanoutRun: ({ now, limit, ids }) => fanoutRun(tx, now, limit, ids),
-    deliveryLease: ({ owner, now, limit, perEndpoint, leaseMs, lanes, circuitOpen }) =>
-      lease(tx, owner, now, limit, perEndpoint, leaseMs, lanes, circuitOpen),
+    deliveryLease: ({ owner, now, limit, perEndpoint, leaseMs, lanes }) =>
+      lease(tx, owner, now, limit, perEndpoint, leaseMs, lanes),
+    deliverySkipBlocked: (p) => skipBlocked(tx, p),
     async deliveryComplete({ completions, now, ids }) {
       if (completions.length > 0) await complete(tx, completions, now, ids);
     },

@@ -5,8 +5,10 @@ import type { LaneBinding } from '../../domain/lanes.ts';
 import { effectiveCap } from '../../domain/ramp.ts';
 import type { EndpointRecord, LeasedDelivery } from '../../ports/delivery-store.ts';
 import type { TxRunner } from './migrate.ts';
-import { recomputeDue } from './query-helpers.ts';
+import { type Db, recomputeDue } from './query-helpers.ts';
 import { DELIVERY_COLUMNS, type DeliveryRow, prefixed, runtimeColumns, toDelivery } from './rows.ts';
+
+type PickedRow = DeliveryRow & { ev_data: string; ev_created_at: number };
 
 interface Candidate {
   endpoint_id: string;
@@ -39,6 +41,73 @@ export function laneCondition(lanes: LaneBinding | undefined): string {
 }
 
 /**
+ * The due, unleased deliveries of the candidate endpoints in one statement (a LATERAL probe of the partial indexes
+ * per endpoint), at most `room[i]` of the i-th, cut at `limit` in candidate order, as each endpoint's ordering mode
+ * allows: `endpoint` — only the head (the oldest pending event), once due and unleased; `resource` — only the oldest
+ * pending delivery of its resource, and only while none of the resource is in flight (one leased under 'none'
+ * before a mode change counts too); deliveries without a resource id, and all under `none`, are unordered. The
+ * caller holds the candidates' queue rows. With `withEvent`, each row also carries its event (`ev_data`,
+ * `ev_created_at`).
+ */
+export async function pickDue(
+  c: Db,
+  cands: Array<Pick<Candidate, 'endpoint_id' | 'ordering'>>,
+  room: number[],
+  now: number,
+  limit: number,
+  withEvent: boolean,
+): Promise<PickedRow[]> {
+  const [cols, join] = withEvent
+    ? [', ev.data AS ev_data, ev.created_at AS ev_created_at', 'JOIN events ev ON ev.id = cut.event_id']
+    : ['', ''];
+  return (
+    await c.query<PickedRow>(
+      `WITH cand AS (
+         SELECT * FROM unnest($1::text[], $2::int[], $3::boolean[], $6::boolean[])
+                WITH ORDINALITY AS c(endpoint_id, room, head_only, by_resource, rank)
+          WHERE room > 0
+       ),
+       picked AS (
+         SELECT c.rank, p.* FROM cand c
+          CROSS JOIN LATERAL (
+            (SELECT d.next_attempt_at AS k, ${prefixed('d', DELIVERY_COLUMNS)} FROM deliveries d
+              WHERE NOT c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
+                AND d.lease_owner IS NULL AND d.next_attempt_at <= $4
+                AND (NOT c.by_resource OR d.resource_id IS NULL OR NOT EXISTS (
+                      SELECT 1 FROM deliveries x
+                       WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
+                         AND x.status = 'pending'
+                         AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL)))
+              ORDER BY d.next_attempt_at LIMIT c.room)
+            UNION ALL
+            (SELECT h.k, ${prefixed('h', DELIVERY_COLUMNS)} FROM (
+                SELECT d.event_seq AS k, ${prefixed('d', DELIVERY_COLUMNS)}, d.lease_owner AS h_owner
+                  FROM deliveries d
+                 WHERE c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
+                 ORDER BY d.event_seq LIMIT 1) h
+              WHERE h.h_owner IS NULL AND h.next_attempt_at <= $4)
+          ) p
+       ),
+       cut AS (
+         SELECT * FROM (SELECT *, row_number() OVER (ORDER BY rank, k, id) AS rn FROM picked) x
+          WHERE rn <= $5
+       )
+       SELECT ${prefixed('cut', DELIVERY_COLUMNS)}${cols}
+         FROM cut ${join}
+        ORDER BY cut.rn`,
+      [
+        cands.map((cd) => cd.endpoint_id),
+        room,
+        cands.map((cd) => cd.ordering === 'endpoint'),
+        now,
+        limit,
+        cands.map((cd) => cd.ordering === 'resource'),
+      ],
+    )
+  ).rows;
+}
+
+/**
  * Leasing, completion and expiry rely on one invariant: every writer of an existing delivery row locks its
  * endpoint's queue row first (fan-out only inserts). So once they hold the queue rows, those endpoints'
  * deliveries cannot change under them: they read them in one statement and write them by primary key in the
@@ -54,13 +123,11 @@ export async function lease(
   perEndpoint: number,
   leaseMs: number,
   lanes?: LaneBinding,
-  circuitOpen = false,
 ) {
   if (limit <= 0) return [];
   const inLanes = laneCondition(lanes);
-  // Blocked endpoints (circuit open, no probe due: circuit-breaker.ts blockedUntil) are leased only by the
-  // circuit-open pass, whose deliveries all come back as `circuit_open`; every other lease passes over them.
-  const blocked = circuitOpen ? 'q.blocked_until > $1' : '(q.blocked_until IS NULL OR q.blocked_until <= $1)';
+  // Blocked endpoints (circuit open, no probe due: circuit-breaker.ts blockedUntil) are passed over; the
+  // circuit-open pass records their due deliveries (circuit-open.ts).
   return tx(async (c) => {
     // 1. Candidate endpoints, least recently served first, locked; rows other workers hold are skipped. The
     //    queue row comes back as locked (its current version), so its runtime is the one to compare-and-set,
@@ -84,7 +151,7 @@ export async function lease(
             -- endpoint when few queue rows are due (8-17 ms against 1-4 ms per call at 40,000 endpoints).
             CROSS JOIN LATERAL (SELECT e.max_concurrency, e.ordering, e.url, e.headers, e.tenant_id
                                   FROM endpoints e WHERE e.id = q.endpoint_id OFFSET 0) e
-            WHERE q.next_due_at <= $1 AND ${blocked} AND q.inflight < e.max_concurrency ${inLanes}
+            WHERE q.next_due_at <= $1 AND (q.blocked_until IS NULL OR q.blocked_until <= $1) AND q.inflight < e.max_concurrency ${inLanes}
               AND (q.last_served_at, q.endpoint_id) > ($3::bigint, $4::text)
             ORDER BY q.last_served_at, q.endpoint_id
             LIMIT $2
@@ -114,69 +181,10 @@ export async function lease(
         ? cd.inflight > 0
           ? 0
           : Math.min(1, perEndpoint)
-        : Math.max(
-            0,
-            Math.min(
-              free[i]!,
-              perEndpoint,
-              limit,
-              circuitOpen ? Number.POSITIVE_INFINITY : leaseLimit(runtimes[i]!.circuit),
-            ),
-          ),
+        : Math.max(0, Math.min(free[i]!, perEndpoint, limit, leaseLimit(runtimes[i]!.circuit))),
     );
     const leaseUntil = now + leaseMs;
-    type PickedRow = DeliveryRow & { ev_data: string; ev_created_at: number };
-    const picked: PickedRow[] = room.some((r) => r > 0)
-      ? (
-          await c.query<PickedRow>(
-            `WITH cand AS (
-               SELECT * FROM unnest($1::text[], $2::int[], $3::boolean[], $6::boolean[])
-                      WITH ORDINALITY AS c(endpoint_id, room, head_only, by_resource, rank)
-                WHERE room > 0
-             ),
-             picked AS (
-               SELECT c.rank, p.* FROM cand c
-                CROSS JOIN LATERAL (
-                  (SELECT d.next_attempt_at AS k, ${prefixed('d', DELIVERY_COLUMNS)} FROM deliveries d
-                    WHERE NOT c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
-                      AND d.lease_owner IS NULL AND d.next_attempt_at <= $4
-                      -- Per-resource order: only the oldest pending delivery of its resource may go, and only
-                      -- while none of the resource is in flight (one leased under 'none' before a mode change
-                      -- counts too); deliveries without a resource id are unordered.
-                      AND (NOT c.by_resource OR d.resource_id IS NULL OR NOT EXISTS (
-                            SELECT 1 FROM deliveries x
-                             WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
-                               AND x.status = 'pending'
-                               AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL)))
-                    ORDER BY d.next_attempt_at LIMIT c.room)
-                  UNION ALL
-                  -- Strict order: only the head (the oldest pending event) may go, once due and unleased.
-                  (SELECT h.k, ${prefixed('h', DELIVERY_COLUMNS)} FROM (
-                      SELECT d.event_seq AS k, ${prefixed('d', DELIVERY_COLUMNS)}, d.lease_owner AS h_owner
-                        FROM deliveries d
-                       WHERE c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
-                       ORDER BY d.event_seq LIMIT 1) h
-                    WHERE h.h_owner IS NULL AND h.next_attempt_at <= $4)
-                ) p
-             ),
-             cut AS (
-               SELECT * FROM (SELECT *, row_number() OVER (ORDER BY rank, k, id) AS rn FROM picked) x
-                WHERE rn <= $5
-             )
-             SELECT ${prefixed('cut', DELIVERY_COLUMNS)}, ev.data AS ev_data, ev.created_at AS ev_created_at
-               FROM cut JOIN events ev ON ev.id = cut.event_id
-              ORDER BY cut.rn`,
-            [
-              cands.map((cd) => cd.endpoint_id),
-              room,
-              cands.map((cd) => cd.ordering === 'endpoint'),
-              now,
-              limit,
-              cands.map((cd) => cd.ordering === 'resource'),
-            ],
-          )
-        ).rows
-      : [];
+    const picked = room.some((r) => r > 0) ? await pickDue(c, cands, room, now, limit, true) : [];
 
     // 3. The circuit decides per delivery, in rotation order: send, send as the one probe, or skip as
     //    circuit_open. A won probe claim is written back below, under the queue row lock taken in 1 — the

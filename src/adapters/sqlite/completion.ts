@@ -4,18 +4,18 @@ import type Database from 'better-sqlite3';
 import { applyAttempt, type EndpointRuntime } from '../../domain/endpoint-runtime.ts';
 import { newId } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
-import type { DeliveryStore } from '../../ports/delivery-store.ts';
+import type { AttemptCompletion } from '../../ports/delivery-store.ts';
+
+/** A completion as written: `leaseOwner` null for a circuit-open skip, recorded without a lease (circuit-open.ts). */
+export type RecordedCompletion = Omit<AttemptCompletion, 'leaseOwner'> & { leaseOwner: string | null };
+
 import { insertNotification, loadRuntime, saveRuntime } from './operations-store.ts';
 import type { RefreshDue } from './queue-due.ts';
 import type { Row, St } from './rows.ts';
 
 export function createCompletion(db: Database.Database, st: St, refreshDue: RefreshDue) {
   const complete = db.transaction(
-    (
-      completions: Parameters<DeliveryStore['deliveryComplete']>[0]['completions'],
-      now: number,
-      ids: { notification(): string } | undefined,
-    ) => {
+    (completions: RecordedCompletion[], now: number, ids: { notification(): string } | undefined) => {
       const runtimes = new Map<
         string,
         { rt: EndpointRuntime; disabled: boolean; url: string; tenantId: string }
@@ -69,7 +69,7 @@ export function createCompletion(db: Database.Database, st: St, refreshDue: Refr
           `UPDATE deliveries SET status = ?, status_reason = ?, next_attempt_at = ?, attempts = attempts + 1,
            first_attempt_at = coalesce(first_attempt_at, ?), last_attempt_at = ?, lease_owner = NULL,
            lease_until = NULL, updated_at = ?
-         WHERE id = ? AND lease_owner = ? AND status = 'pending'`,
+         WHERE id = ? AND lease_owner IS ? AND status = 'pending'`,
         ).run(
           next.status,
           next.status === 'dead' ? next.reason : null,
@@ -120,9 +120,11 @@ export function createCompletion(db: Database.Database, st: St, refreshDue: Refr
           );
         }
         if (res.changes > 0) {
-          st('UPDATE endpoint_queue SET inflight = max(inflight - 1, 0) WHERE endpoint_id = ?').run(
-            a.endpointId,
-          );
+          // A skip held no in-flight slot.
+          if (c.leaseOwner !== null)
+            st('UPDATE endpoint_queue SET inflight = max(inflight - 1, 0) WHERE endpoint_id = ?').run(
+              a.endpointId,
+            );
           touched.add(a.endpointId);
         } else if (next.status === 'delivered') {
           // The lease expired and the delivery went back to the queue (or to another worker) while this attempt

@@ -6,6 +6,7 @@
 
 import type Database from 'better-sqlite3';
 import type { DeliveryStore } from '../../ports/delivery-store.ts';
+import { createSkipBlocked } from './circuit-open.ts';
 import { createCompletion } from './completion.ts';
 import { createDeliveryReads } from './delivery-reads.ts';
 import { createEndpointsStore } from './endpoints-store.ts';
@@ -25,6 +26,7 @@ export function createSqliteDeliveryStore(
   const fanout = createFanout(db, st);
   const lease = createLease(db, st, refreshDue);
   const { complete, expire } = createCompletion(db, st, refreshDue);
+  const skipBlocked = createSkipBlocked(db, st, complete);
 
   return {
     refreshDue: (endpointId: string) => void refreshDue(endpointId),
@@ -33,8 +35,11 @@ export function createSqliteDeliveryStore(
     async fanoutRun({ now, limit, ids }) {
       return fanout.immediate(now, limit, ids);
     },
-    async deliveryLease({ owner, now, limit, perEndpoint, leaseMs, lanes, circuitOpen }) {
-      return lease.immediate(owner, now, limit, perEndpoint, leaseMs, lanes, circuitOpen);
+    async deliveryLease({ owner, now, limit, perEndpoint, leaseMs, lanes }) {
+      return lease.immediate(owner, now, limit, perEndpoint, leaseMs, lanes);
+    },
+    async deliverySkipBlocked({ now, limit, lanes, skip, ids }) {
+      return skipBlocked.immediate(now, limit, lanes, skip, ids);
     },
     async deliveryComplete({ completions, now, ids }) {
       if (completions.length > 0) complete.immediate(completions, now, ids);

@@ -27,6 +27,37 @@ export function laneCondition(lanes: LaneBinding | undefined): string {
   return `AND (${parts.join(' OR ')})`;
 }
 
+/**
+ * Due, unleased deliveries of one endpoint, oldest due first, at most `room`, as its ordering mode allows:
+ * `endpoint` — only the head (the oldest undelivered event), and only while nothing of the endpoint is in flight;
+ * `resource` — only the oldest pending delivery of its resource, and only while no delivery of the resource is in
+ * flight (one leased under `none` before a mode change counts too), so at most one per resource is ever in flight;
+ * deliveries without a resource id, and all under `none`, are unordered. With `withEvent`, each row also carries
+ * its event's data and creation time (`ev_data`, `ev_created_at`).
+ */
+export function dueRows(st: St, c: Row, now: number, room: number, withEvent: boolean): Row[] {
+  const [cols, join] = withEvent
+    ? [', ev.data AS ev_data, ev.created_at AS ev_created_at', 'JOIN events ev ON ev.id = d.event_id']
+    : ['', ''];
+  if (c.ordering === 'endpoint') {
+    if ((c.inflight as number) > 0) return [];
+    const head = st(
+      `SELECT d.*${cols} FROM deliveries d ${join}
+       WHERE d.endpoint_id = ? AND d.status = 'pending' ORDER BY d.event_seq LIMIT 1`,
+    ).all(c.endpoint_id) as Row[];
+    return head.filter((r) => r.lease_owner === null && (r.next_attempt_at as number) <= now);
+  }
+  return st(
+    `SELECT d.*${cols} FROM deliveries d ${join}
+     WHERE d.endpoint_id = ? AND d.status = 'pending' AND d.lease_owner IS NULL AND d.next_attempt_at <= ?
+       AND (? = 0 OR d.resource_id IS NULL OR NOT EXISTS (
+         SELECT 1 FROM deliveries x WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
+           AND x.status = 'pending' AND x.resource_id IS NOT NULL
+           AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL)))
+     ORDER BY d.next_attempt_at LIMIT ?`,
+  ).all(c.endpoint_id, now, c.ordering === 'resource' ? 1 : 0, room) as Row[];
+}
+
 export function createLease(db: Database.Database, st: St, refreshDue: RefreshDue) {
   const lease = db.transaction(
     (
@@ -36,16 +67,10 @@ export function createLease(db: Database.Database, st: St, refreshDue: RefreshDu
       perEndpoint: number,
       leaseMs: number,
       lanes?: LaneBinding,
-      circuitOpen = false,
     ): LeasedDelivery[] => {
       const inLanes = laneCondition(lanes);
-      // Blocked endpoints (circuit open, no probe due: circuit-breaker.ts blockedUntil) are leased only by the
-      // circuit-open pass, whose deliveries all come back as `circuit_open`; every other lease passes over them.
-      // The circuit-open pass reads the few blocked rows through their own index (and sorts them), not by walking
-      // the whole rotation, which it would otherwise do once a second whatever the number of endpoints with work.
-      const [queue, blocked] = circuitOpen
-        ? ['endpoint_queue q INDEXED BY endpoint_queue_blocked', 'q.blocked_until > ?']
-        : ['endpoint_queue q', '(q.blocked_until IS NULL OR q.blocked_until <= ?)'];
+      // Blocked endpoints (circuit open, no probe due: circuit-breaker.ts blockedUntil) are passed over; the
+      // circuit-open pass records their due deliveries (circuit-open.ts).
       // The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at its
       // ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold up every
       // other endpoint until its in-flight attempts end): the next ones in rotation order are read instead.
@@ -55,8 +80,8 @@ export function createLease(db: Database.Database, st: St, refreshDue: RefreshDu
         const batch = st(
           `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, q.lane, e.max_concurrency, e.ordering,
              e.url, e.headers, e.tenant_id
-           FROM ${queue} JOIN endpoints e ON e.id = q.endpoint_id
-           WHERE q.next_due_at <= ? AND ${blocked} AND q.inflight < e.max_concurrency ${inLanes}
+           FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
+           WHERE q.next_due_at <= ? AND (q.blocked_until IS NULL OR q.blocked_until <= ?) AND q.inflight < e.max_concurrency ${inLanes}
              AND (q.last_served_at > ? OR (q.last_served_at = ? AND q.endpoint_id > ?))
            ORDER BY q.last_served_at, q.endpoint_id LIMIT ?`,
         ).all(now, now, after[0], after[0], after[1], want) as Row[];
@@ -82,36 +107,10 @@ export function createLease(db: Database.Database, st: St, refreshDue: RefreshDu
           cap - (c.inflight as number),
           perEndpoint,
           limit - out.length,
-          circuitOpen ? Number.POSITIVE_INFINITY : leaseLimit(runtime.circuit),
+          leaseLimit(runtime.circuit),
         );
         if (room <= 0) continue;
-        let rows: Row[];
-        if (c.ordering === 'endpoint') {
-          // Strict order: one in flight, and only the head — the oldest undelivered event — may go.
-          rows =
-            (c.inflight as number) > 0
-              ? []
-              : (st(
-                  `SELECT d.*, ev.data AS ev_data, ev.created_at AS ev_created_at FROM deliveries d
-                   JOIN events ev ON ev.id = d.event_id
-                   WHERE d.endpoint_id = ? AND d.status = 'pending' ORDER BY d.event_seq LIMIT 1`,
-                ).all(endpointId) as Row[]);
-          rows = rows.filter((r) => r.lease_owner === null && (r.next_attempt_at as number) <= now);
-        } else {
-          // `resource`: only the oldest pending delivery of its resource may go, and only while no delivery of the
-          // resource is in flight — one leased under `none` before a mode change counts too, so at most one per
-          // resource is ever in flight. Deliveries without a resource id, and all under `none`, are unordered.
-          rows = st(
-            `SELECT d.*, ev.data AS ev_data, ev.created_at AS ev_created_at FROM deliveries d
-             JOIN events ev ON ev.id = d.event_id
-             WHERE d.endpoint_id = ? AND d.status = 'pending' AND d.lease_owner IS NULL AND d.next_attempt_at <= ?
-               AND (? = 0 OR d.resource_id IS NULL OR NOT EXISTS (
-                 SELECT 1 FROM deliveries x WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
-                   AND x.status = 'pending' AND x.resource_id IS NOT NULL
-                   AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL)))
-             ORDER BY d.next_attempt_at LIMIT ?`,
-          ).all(endpointId, now, c.ordering === 'resource' ? 1 : 0, room) as Row[];
-        }
+        const rows = dueRows(st, c, now, room, true);
         const endpoint = {
           id: endpointId,
           tenantId: c.tenant_id as string,
