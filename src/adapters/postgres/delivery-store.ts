@@ -6,12 +6,14 @@
  * - Leasing locks candidate `endpoint_queue` rows `FOR UPDATE SKIP LOCKED`: one transaction at a time leases for
  *   an endpoint, so the in-flight cap holds across processes, and workers never wait for each other.
  * - Fan-out claims `fanout_pending` rows `FOR UPDATE SKIP LOCKED` (each event is fanned out by exactly one
- *   transaction) and reads tenants and endpoints `FOR SHARE`: a concurrent PATCH/DELETE of an endpoint or a tenant
- *   deletion waits for the fan-out to commit and then sees (and cancels) what it created.
- * - Fairness: row-level FOR SHARE lets a new sharer overtake a waiting FOR UPDATE, so with fan-out transactions
- *   overlapping back to back, an endpoint PATCH/DELETE/disable or a tenant deletion could wait forever. A
- *   per-tenant advisory lock is the gate: fan-out takes it shared, those writers exclusive, and PostgreSQL's
- *   heavyweight lock queue makes new shared requests wait behind a waiting exclusive one (bounded wait).
+ *   transaction) and holds its tenants' gates — a per-tenant advisory lock — shared. Every writer that fan-out
+ *   must not race (endpoint PATCH/DELETE/status, re-enable, auto-disable, tenant deletion) takes the gate
+ *   exclusively, so it waits for the fan-out to commit and then sees (and cancels) what it created, or the fan-out
+ *   waits for it and reads tenants and endpoints after it (a later statement than the gate). No row locks on
+ *   tenants or endpoints: they would be one WAL-logged lock per endpoint of the tenant on every pass.
+ * - Fairness: PostgreSQL's heavyweight lock queue makes new shared requests wait behind a waiting exclusive one,
+ *   so with fan-out transactions overlapping back to back those writers still wait a bounded time (row-level
+ *   FOR SHARE would let each new sharer overtake them).
  * - Every writer takes its locks in one order — tenant gate, tenants, endpoints, endpoint_queue (several rows:
  *   sorted by endpoint_id), deliveries — so transactions never deadlock each other (the tx helper retries one that
  *   does).

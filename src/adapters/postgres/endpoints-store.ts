@@ -31,7 +31,7 @@ const activeSecrets = async (db: Db, endpointId: string, now: number) =>
 
 /**
  * Serialises secret changes of one endpoint (two rotations must not both keep their predecessor active). An
- * advisory lock, not the endpoints row: fan-out's FOR SHARE on that row would starve a FOR UPDATE.
+ * advisory lock of its own, not the endpoints row, so a rotation never waits for endpoint writes or fan-out.
  */
 const lockSecrets = (db: Db, endpointId: string) =>
   db.query(`SELECT pg_advisory_xact_lock(hashtextextended('hookrail.endpoint_secrets:' || $1::text, 0))`, [

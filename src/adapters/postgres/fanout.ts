@@ -1,10 +1,10 @@
 /** Fan-out of committed events into deliveries, exactly once across processes (locking: see delivery-store.ts). */
 import { matchesEventType } from '../../domain/event-types.ts';
 import { VOLUME_WINDOW_MS } from '../../domain/lanes.ts';
-import type { DeliveryIdFactory, EndpointRecord } from '../../ports/delivery-store.ts';
+import type { DeliveryIdFactory } from '../../ports/delivery-store.ts';
+import { eventTypes, type Subscription } from '../subscriptions.ts';
 import type { TxRunner } from './migrate.ts';
 import { cmp, LOCK_QUEUE_ROWS, lockTenantGatesShared } from './query-helpers.ts';
-import { ENDPOINT_COLUMNS, type EndpointRow, toEndpoint } from './rows.ts';
 
 export async function fanoutRun(tx: TxRunner, now: number, limit: number, ids: DeliveryIdFactory) {
   return tx(async (c) => {
@@ -25,33 +25,25 @@ export async function fanoutRun(tx: TxRunner, now: number, limit: number, ids: D
     if (claimed.rows.length === 0) return { events: 0, deliveries: 0 };
     const events = claimed.rows.filter((r) => r.id !== null);
 
-    // Live tenants, locked FOR SHARE: tenantDelete waits for this transaction (and then cancels what it
-    // created), or this transaction waits for it and sees the tenant deleted.
+    // The tenants' gates, shared: an endpoint PATCH/DELETE/status change or a tenant deletion takes its tenant's
+    // gate exclusively, so it waits for this transaction to commit (and then sees and cancels what it created), or
+    // this waits for it. Tenants and endpoints are read in later statements than the gate, so they include every
+    // such change committed before it; no row locks on them (one per endpoint per pass, all WAL-logged).
     const tenantIds = [...new Set(events.map((e) => e.tenant_id!))].sort(cmp);
     if (tenantIds.length > 0) await lockTenantGatesShared(c, tenantIds);
-    const live = tenantIds.length
-      ? (
-          await c.query<{ id: string }>(
-            `SELECT id FROM tenants WHERE id = ANY($1::text[]) AND deleted_at IS NULL
-              ORDER BY id FOR SHARE`,
-            [tenantIds],
-          )
-        ).rows.map((r) => r.id)
-      : [];
-    // Their endpoints, FOR SHARE: a PATCH/DELETE/disable waits for this fan-out to commit.
-    const endpointsByTenant = new Map<string, EndpointRecord[]>();
-    if (live.length > 0) {
-      const eps = await c.query<EndpointRow>(
-        `SELECT ${ENDPOINT_COLUMNS} FROM endpoints
-          WHERE tenant_id = ANY($1::text[]) AND deleted_at IS NULL
-          ORDER BY id FOR SHARE`,
-        [live],
+    // Subscriptions of the live tenants: only what matching needs.
+    const endpointsByTenant = new Map<string, Subscription[]>();
+    if (tenantIds.length > 0) {
+      const eps = await c.query<{ id: string; tenant_id: string; event_types: string; status: string }>(
+        `SELECT e.id, e.tenant_id, e.event_types, e.status FROM endpoints e JOIN tenants t ON t.id = e.tenant_id
+          WHERE e.tenant_id = ANY($1::text[]) AND e.deleted_at IS NULL AND t.deleted_at IS NULL`,
+        [tenantIds],
       );
       for (const row of eps.rows) {
-        const ep = toEndpoint(row);
-        const list = endpointsByTenant.get(ep.tenantId);
+        const ep = { id: row.id, eventTypes: eventTypes(row.event_types), enabled: row.status === 'enabled' };
+        const list = endpointsByTenant.get(row.tenant_id);
         if (list) list.push(ep);
-        else endpointsByTenant.set(ep.tenantId, [ep]);
+        else endpointsByTenant.set(row.tenant_id, [ep]);
       }
     }
 
@@ -77,7 +69,7 @@ export async function fanoutRun(tx: TxRunner, now: number, limit: number, ids: D
         cols.type.push(ev.type!);
         cols.resource.push(ev.resource_id);
         cols.webhook.push(ids.webhookId());
-        if (ep.status === 'enabled') touched.set(ep.id, (touched.get(ep.id) ?? 0) + 1);
+        if (ep.enabled) touched.set(ep.id, (touched.get(ep.id) ?? 0) + 1);
       }
     }
     if (cols.id.length > 0) {

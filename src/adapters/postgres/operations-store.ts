@@ -495,7 +495,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
 
     async tenantSetNotificationEmail({ tenantId, email }) {
       await tx(async (c) => {
-        // The gate first: fan-out holds the tenant row FOR SHARE, which would starve a plain UPDATE.
+        // Under the gate, like the tenant's other writes: a fan-out reads the tenant row after taking it shared.
         await lockTenantGate(c, tenantId);
         await c.query('UPDATE tenants SET notification_email = $2 WHERE id = $1', [tenantId, email]);
       });

@@ -296,9 +296,9 @@ describe('delivery plane across processes', () => {
   });
 
   it('endpoint changes are not starved by overlapping fan-outs (fair tenant gate)', async () => {
-    // Row-level FOR SHARE alone lets each new fan-out overtake a waiting PATCH, so a stream of overlapping
-    // fan-outs could hold it off forever. Here a "fan-out in progress" holds what fanoutRun holds; a disable
-    // arrives and waits; a second fan-out arrives after it and must now queue behind it.
+    // A shared lock that each new fan-out could take while a PATCH waits would let a stream of overlapping
+    // fan-outs hold it off forever. Here a "fan-out in progress" holds what fanoutRun holds (the tenant gate,
+    // shared); a disable arrives and waits; a second fan-out arrives after it and must now queue behind it.
     const name = schema();
     const pools = [open({ schema: name }), open({ schema: name }), open({ schema: name })];
     await pools[0]!.migrate();
@@ -314,7 +314,6 @@ describe('delivery plane across processes', () => {
     try {
       await held.query('BEGIN');
       await lockTenantGatesShared(held, [tenantId]);
-      await held.query('SELECT 1 FROM endpoints WHERE id = $1 FOR SHARE', [eps[0]]);
       const disable = pools[1]!
         .endpointSetStatus({ id: eps[0]!, tenantId, status: 'disabled', reason: 'x', now: at })
         .then(() => order.push('disable'));

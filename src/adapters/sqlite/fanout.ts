@@ -2,8 +2,8 @@
 import type Database from 'better-sqlite3';
 import { matchesEventType } from '../../domain/event-types.ts';
 import { VOLUME_WINDOW_MS } from '../../domain/lanes.ts';
-import type { EndpointRecord } from '../../ports/delivery-store.ts';
-import { endpointFromRow, type Row, type St } from './rows.ts';
+import { eventTypes, type Subscription } from '../subscriptions.ts';
+import type { Row, St } from './rows.ts';
 
 export function createFanout(db: Database.Database, st: St) {
   const insertDelivery = (...args: unknown[]) =>
@@ -20,19 +20,24 @@ export function createFanout(db: Database.Database, st: St) {
        JOIN events e ON e.seq = f.event_seq ORDER BY f.event_seq LIMIT ?`,
       ).all(limit) as Row[];
       if (pending.length === 0) return { events: 0, deliveries: 0 };
-      const endpointsByTenant = new Map<string, EndpointRecord[]>();
+      const endpointsByTenant = new Map<string, Subscription[]>();
       const touched = new Map<string, number>(); // endpoint → deliveries created (its fan-out volume)
       let deliveries = 0;
       for (const ev of pending) {
         const tenantId = ev.tenant_id as string;
         let endpoints = endpointsByTenant.get(tenantId);
         if (!endpoints) {
+          // Only what matching needs: this runs per tenant per pass, over all of the tenant's endpoints.
           endpoints = (
             st(
-              `SELECT e.* FROM endpoints e JOIN tenants t ON t.id = e.tenant_id
+              `SELECT e.id, e.event_types, e.status FROM endpoints e JOIN tenants t ON t.id = e.tenant_id
              WHERE e.tenant_id = ? AND e.deleted_at IS NULL AND t.deleted_at IS NULL`,
             ).all(tenantId) as Row[]
-          ).map(endpointFromRow);
+          ).map((r) => ({
+            id: r.id as string,
+            eventTypes: eventTypes(r.event_types as string),
+            enabled: r.status === 'enabled',
+          }));
           endpointsByTenant.set(tenantId, endpoints);
         }
         for (const ep of endpoints) {
@@ -51,7 +56,7 @@ export function createFanout(db: Database.Database, st: St) {
             now,
           );
           deliveries++;
-          if (ep.status === 'enabled') touched.set(ep.id, (touched.get(ep.id) ?? 0) + 1);
+          if (ep.enabled) touched.set(ep.id, (touched.get(ep.id) ?? 0) + 1);
         }
       }
       // The due time, and the volume windows of domain/lanes.ts recordVolume (the promotion rate signal).
