@@ -27,7 +27,11 @@ export async function skipBlocked(
     const blocked = (
       await c.query<BlockedRow>(
         `SELECT q.endpoint_id, q.inflight, q.runtime, e.ordering, e.url, e.tenant_id
-           FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
+           FROM endpoint_queue q
+          -- Fenced (OFFSET 0) as in the lease: the endpoint is looked up per blocked row. Left to choose without
+          -- statistics, the planner hash-joins every registered endpoint (9.8 ms against 0.3 ms at 40,000).
+          CROSS JOIN LATERAL (SELECT e.ordering, e.url, e.tenant_id FROM endpoints e
+                               WHERE e.id = q.endpoint_id OFFSET 0) e
           WHERE q.blocked_until > $1 AND q.next_due_at <= $1 ${laneCondition(lanes)}
           ORDER BY q.blocked_until, q.endpoint_id
           LIMIT $2
