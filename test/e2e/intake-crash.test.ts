@@ -106,8 +106,9 @@ describe.each(['sqlite', 'postgres'] as const)('kill -9 during intake load (%s)'
       );
       expect(odd.map((r) => ({ status: r.status, error: r.errorCode, body: r.body }))).toEqual([]);
       expect(ok.length).toBeGreaterThan(0);
-      // With 32 senders back to back, requests were in flight when the process died, and they failed.
-      expect(inFlightErrors.length).toBeGreaterThan(0);
+      // The process died mid-load: requests in flight at the kill were cut off, or (when the kill fell just after a
+      // group commit had answered every request in flight, their 202s still on the wire) the next ones failed.
+      expect(inFlightErrors.length + startedAfterKill.length).toBeGreaterThan(0);
       // A dead process answers nothing: every request started after the kill failed to connect.
       expect(startedAfterKill.filter((r) => r.errorCode === null)).toEqual([]);
       for (const r of ok) expect(r.eventId).toMatch(/^evt_/);
