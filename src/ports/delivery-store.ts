@@ -130,6 +130,9 @@ export interface SkippedDelivery {
 /** A circuit-open skip: an attempt completion recorded in the transaction that found it due, without a lease. */
 export type SkipCompletion = Omit<AttemptCompletion, 'leaseOwner' | 'probe'>;
 
+/** A completion as the store adapters write it: `leaseOwner` is null for a skip, which was never leased. */
+export type RecordedCompletion = Omit<AttemptCompletion, 'leaseOwner'> & { leaseOwner: string | null };
+
 export interface EndpointRuntimeView {
   endpointId: string;
   inflight: number;

@@ -7,10 +7,10 @@ import { applyAttempt, type EndpointRuntime, parseRuntime } from '../../domain/e
 import { newId } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
 import type {
-  AttemptCompletion,
   AttemptRecord,
   DeliveryStatus,
   EndpointRecord,
+  RecordedCompletion,
 } from '../../ports/delivery-store.ts';
 import type { TxRunner } from './migrate.ts';
 import { insertNotificationsSql, type NewNotification, notificationValues } from './notification-outbox.ts';
@@ -123,9 +123,6 @@ type CompletionRow = ProjectionRow & {
   ep_tenant_id: string;
   notification_email: string | null;
 };
-
-/** A completion as written: `leaseOwner` null for a circuit-open skip, recorded without a lease (circuit-open.ts). */
-export type RecordedCompletion = Omit<AttemptCompletion, 'leaseOwner'> & { leaseOwner: string | null };
 
 export async function complete(
   tx: TxRunner,

@@ -3,8 +3,7 @@ import type Database from 'better-sqlite3';
 import { blockedUntil, decideAttempt } from '../../domain/circuit-breaker.ts';
 import { parseRuntime } from '../../domain/endpoint-runtime.ts';
 import type { LaneBinding } from '../../domain/lanes.ts';
-import type { DeliveryStore, SkipCompletion } from '../../ports/delivery-store.ts';
-import type { RecordedCompletion } from './completion.ts';
+import type { DeliveryStore, RecordedCompletion, SkipCompletion } from '../../ports/delivery-store.ts';
 import { dueRows, laneCondition } from './lease.ts';
 import { deliveryFromRow, type Row, type St } from './rows.ts';
 

@@ -4,11 +4,7 @@ import type Database from 'better-sqlite3';
 import { applyAttempt, type EndpointRuntime } from '../../domain/endpoint-runtime.ts';
 import { newId } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
-import type { AttemptCompletion } from '../../ports/delivery-store.ts';
-
-/** A completion as written: `leaseOwner` null for a circuit-open skip, recorded without a lease (circuit-open.ts). */
-export type RecordedCompletion = Omit<AttemptCompletion, 'leaseOwner'> & { leaseOwner: string | null };
-
+import type { RecordedCompletion } from '../../ports/delivery-store.ts';
 import { insertNotification, loadRuntime, saveRuntime } from './operations-store.ts';
 import type { RefreshDue } from './queue-due.ts';
 import type { Row, St } from './rows.ts';
