@@ -260,8 +260,10 @@ export function foreignShareSince(a: CpuSnapshot, extraMs: number): number | nul
   let ours = extraMs;
   for (const p of a.pids) {
     const now = cpuMsOf(p.pid);
-    if (p.ms === null || now === null) return null;
-    ours += now - p.ms;
+    if (p.ms === null) return null;
+    // A process that exited since (a pooled PostgreSQL connection closed when idle): its CPU since the
+    // snapshot is unknown and counts as foreign, which overstates the share rather than losing it.
+    if (now !== null) ours += now - p.ms;
   }
   const self = process.cpuUsage(a.self);
   ours += (self.user + self.system) / 1000;

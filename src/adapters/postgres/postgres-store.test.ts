@@ -12,7 +12,7 @@ import { newId } from '../../domain/ids.ts';
 import { type NewEvent, type Store, StoreUnavailableError } from '../../ports/store.ts';
 import { lockTenantGatesShared } from './delivery-store.ts';
 import { loadMigrations } from './migrate.ts';
-import { createPostgresStore } from './postgres-store.ts';
+import { createPostgresStore, withServerOptions } from './postgres-store.ts';
 
 const NOW = Date.UTC(2025, 0, 1);
 const WINDOW = 24 * 3_600_000;
@@ -97,6 +97,38 @@ describe('migrations', () => {
     expect(() => createPostgresStore({ connectionString: postgresUrl(), schema: 'x; DROP TABLE y' })).toThrow(
       /invalid schema name/,
     );
+  });
+});
+
+describe('server settings', () => {
+  const settingsOf = async (url: string) => {
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      const r = await c.query<{ plan: string; path: string }>(
+        `SELECT current_setting('plan_cache_mode') AS plan, current_setting('search_path') AS path`,
+      );
+      return r.rows[0];
+    } finally {
+      await c.end();
+    }
+  };
+
+  it("keep the URL's own options and add Hookrail's (a URL's options replace pg's options setting)", async () => {
+    const name = schema();
+    const u = new URL(postgresUrl());
+    u.searchParams.set('options', `-c search_path=${name} -c statement_timeout=12345`);
+    const url = withServerOptions(u.toString(), null);
+    expect(await settingsOf(url)).toEqual({ plan: 'force_custom_plan', path: name });
+    // The schema option comes last, so it wins over a search_path in the URL.
+    expect((await settingsOf(withServerOptions(u.toString(), 'other_schema')))?.path).toBe('other_schema');
+    expect(await settingsOf(withServerOptions(postgresUrl(), null))).toMatchObject({
+      plan: 'force_custom_plan',
+    });
+  });
+
+  it('leave a connection string that is not a URL as it is', () => {
+    expect(withServerOptions('/var/run/postgresql test', null)).toBe('/var/run/postgresql test');
   });
 });
 

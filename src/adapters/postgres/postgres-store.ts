@@ -103,12 +103,34 @@ function warn(logger: unknown, obj: Record<string, unknown>, msg: string): void 
   if (typeof fn === 'function') fn.call(logger, obj, msg);
 }
 
+/** Hookrail's server settings: plans per call (see prepared-statements.ts) and, with a schema, the search_path. */
+const serverOptions = (schema: string | null) =>
+  `-c plan_cache_mode=force_custom_plan${schema !== null ? ` -c search_path=${schema}` : ''}`;
+
+/**
+ * The connection string with Hookrail's server settings appended to libpq's `options` parameter, after any the
+ * operator gave. pg lets a URL's `options` replace the pool's `options` setting as a whole, so settings passed
+ * beside the URL were lost whenever it had options of its own (`?options=-c search_path=…`). A string that is not
+ * a URL (a bare socket directory) is returned as it is; the pool's `options` setting then applies.
+ */
+export function withServerOptions(connectionString: string, schema: string | null): string {
+  let url: URL;
+  try {
+    url = new URL(connectionString);
+  } catch {
+    return connectionString;
+  }
+  const given = url.searchParams.get('options');
+  url.searchParams.set('options', given ? `${given} ${serverOptions(schema)}` : serverOptions(schema));
+  return url.toString();
+}
+
 export function createPostgresStore(opts: PostgresStoreOptions): Store & OperationsStore {
   const schema = opts.schema ?? null;
   if (schema !== null) assertSchemaName(schema);
 
   const pool = new pg.Pool({
-    connectionString: opts.connectionString,
+    connectionString: withServerOptions(opts.connectionString, schema),
     max: opts.poolSize ?? 10,
     // Fail fast while the database is down: callers get StoreUnavailableError (503) in ~2 s, not a hung request.
     connectionTimeoutMillis: 2_000,
@@ -122,8 +144,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
     application_name: 'hookrail',
     types: poolTypes,
     // A schema that does not exist yet is fine here: migrate() creates it, and PostgreSQL re-resolves the path.
-    // Plans per call (see prepared-statements.ts).
-    options: `-c plan_cache_mode=force_custom_plan${schema !== null ? ` -c search_path=${schema}` : ''}`,
+    options: serverOptions(schema),
   });
   // Idle clients get errors when the server restarts or an admin terminates them. pg-pool already drops such a
   // client; without a listener the 'error' event would be thrown and crash the process.
