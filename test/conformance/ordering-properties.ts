@@ -34,6 +34,7 @@ import {
   type OrderingStats,
   orderingViolation,
   RESOURCES,
+  randomSeed,
   type Scenario,
   SECOND,
   STATS,
@@ -434,7 +435,7 @@ export function runOrderingProperties(opts: StoreConformanceOptions): void {
       // Rarely, every crash of the drawn runs hits a worker that holds nothing, so no lease expires: more random
       // runs until one does (a bounded number), rather than a property that passed without exercising expiry.
       for (let extra = 0; extra < 10 && (total.crashes === 0 || total.expired === 0); extra++) {
-        await runOne(Math.floor(Math.random() * 2 ** 32));
+        await runOne(randomSeed());
       }
       // Not vacuous: the runs did lease, crash and expire.
       const why = `seeds ${used.join(', ')}: ${JSON.stringify(total)}`;

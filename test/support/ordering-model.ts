@@ -147,10 +147,13 @@ export function orderingViolation(endpoints: Iterable<ModelEndpoint>): string | 
   return null;
 }
 
+/** A fresh 32-bit seed. */
+export const randomSeed = (): number => Math.floor(Math.random() * 2 ** 32);
+
 /** Fresh seeds on every test run unless ORDERING_SEED pins one; ORDERING_RUNS searches longer than RUNS. */
 export function seeds(): number[] {
   const pinned = process.env.ORDERING_SEED;
   if (pinned) return [Number(pinned) >>> 0];
   const runs = Number(process.env.ORDERING_RUNS) || RUNS;
-  return Array.from({ length: runs }, () => Math.floor(Math.random() * 2 ** 32));
+  return Array.from({ length: runs }, randomSeed);
 }
