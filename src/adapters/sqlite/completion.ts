@@ -1,6 +1,5 @@
 /** Completion of attempts (deliveryComplete) and expiry of leases (deliveryExpireLeases) in SQLite. */
 import { randomBytes } from 'node:crypto';
-import type Database from 'better-sqlite3';
 import { applyAttempt, type EndpointRuntime } from '../../domain/endpoint-runtime.ts';
 import { newId } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
@@ -9,135 +8,138 @@ import { insertNotification, loadRuntime, saveRuntime } from './operations-store
 import type { RefreshDue } from './queue-due.ts';
 import type { Row, St } from './rows.ts';
 
-export function createCompletion(db: Database.Database, st: St, refreshDue: RefreshDue) {
-  const complete = db.transaction(
-    (completions: RecordedCompletion[], now: number, ids: { notification(): string } | undefined) => {
-      const runtimes = new Map<
-        string,
-        { rt: EndpointRuntime; disabled: boolean; url: string; tenantId: string }
-      >();
-      const runtimeOf = (endpointId: string) => {
-        let entry = runtimes.get(endpointId);
-        if (!entry) {
-          const e = st('SELECT status, url, tenant_id FROM endpoints WHERE id = ?').get(endpointId) as Row;
-          entry = {
-            rt: loadRuntime(st, endpointId),
-            disabled: e.status !== 'enabled',
-            url: e.url as string,
-            tenantId: e.tenant_id as string,
-          };
-          runtimes.set(endpointId, entry);
-        }
-        return entry;
-      };
-      const insertAttempt = st(
-        `INSERT INTO attempts (id, delivery_id, endpoint_id, tenant_id, attempt_no, url, due_at, started_at, finished_at,
+/** Both run inside a transaction (the caller's: turn-commit.ts). */
+export function createCompletion(st: St, refreshDue: RefreshDue) {
+  const complete = (
+    completions: RecordedCompletion[],
+    now: number,
+    ids: { notification(): string } | undefined,
+  ) => {
+    const runtimes = new Map<
+      string,
+      { rt: EndpointRuntime; disabled: boolean; url: string; tenantId: string }
+    >();
+    const runtimeOf = (endpointId: string) => {
+      let entry = runtimes.get(endpointId);
+      if (!entry) {
+        const e = st('SELECT status, url, tenant_id FROM endpoints WHERE id = ?').get(endpointId) as Row;
+        entry = {
+          rt: loadRuntime(st, endpointId),
+          disabled: e.status !== 'enabled',
+          url: e.url as string,
+          tenantId: e.tenant_id as string,
+        };
+        runtimes.set(endpointId, entry);
+      }
+      return entry;
+    };
+    const insertAttempt = st(
+      `INSERT INTO attempts (id, delivery_id, endpoint_id, tenant_id, attempt_no, url, due_at, started_at, finished_at,
          outcome, status_code, error_class, error_message, request, response_headers, response_body, queue_ms,
          platform_ms, consumer_ms)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    const touched = new Set<string>();
+    for (const c of completions) {
+      const a = c.attempt;
+      insertAttempt.run(
+        a.id,
+        a.deliveryId,
+        a.endpointId,
+        a.tenantId,
+        a.attemptNo,
+        a.url,
+        a.dueAt,
+        a.startedAt,
+        a.finishedAt,
+        a.outcome,
+        a.statusCode,
+        a.errorClass,
+        a.errorMessage,
+        JSON.stringify(a.request),
+        a.responseHeaders ? JSON.stringify(a.responseHeaders) : null,
+        a.responseBody,
+        a.queueMs,
+        a.platformMs,
+        a.consumerMs,
       );
-      const touched = new Set<string>();
-      for (const c of completions) {
-        const a = c.attempt;
-        insertAttempt.run(
-          a.id,
-          a.deliveryId,
-          a.endpointId,
-          a.tenantId,
-          a.attemptNo,
-          a.url,
-          a.dueAt,
-          a.startedAt,
-          a.finishedAt,
-          a.outcome,
-          a.statusCode,
-          a.errorClass,
-          a.errorMessage,
-          JSON.stringify(a.request),
-          a.responseHeaders ? JSON.stringify(a.responseHeaders) : null,
-          a.responseBody,
-          a.queueMs,
-          a.platformMs,
-          a.consumerMs,
-        );
-        const next = c.next;
-        const res = st(
-          `UPDATE deliveries SET status = ?, status_reason = ?, next_attempt_at = ?, attempts = attempts + 1,
+      const next = c.next;
+      const res = st(
+        `UPDATE deliveries SET status = ?, status_reason = ?, next_attempt_at = ?, attempts = attempts + 1,
            first_attempt_at = coalesce(first_attempt_at, ?), last_attempt_at = ?, lease_owner = NULL,
            lease_until = NULL, updated_at = ?
          WHERE id = ? AND lease_owner IS ? AND status = 'pending'`,
-        ).run(
-          next.status,
-          next.status === 'dead' ? next.reason : null,
-          next.status === 'pending' ? next.nextAttemptAt : null,
-          a.startedAt,
-          a.startedAt,
-          now,
-          a.deliveryId,
-          c.leaseOwner,
-        );
-        // Circuit, streak and health learn from every attempt that happened; a notice only for a dead letter
-        // this completion actually wrote.
-        const entry = runtimeOf(a.endpointId);
-        const applied = applyAttempt(
-          entry.rt,
+      ).run(
+        next.status,
+        next.status === 'dead' ? next.reason : null,
+        next.status === 'pending' ? next.nextAttemptAt : null,
+        a.startedAt,
+        a.startedAt,
+        now,
+        a.deliveryId,
+        c.leaseOwner,
+      );
+      // Circuit, streak and health learn from every attempt that happened; a notice only for a dead letter
+      // this completion actually wrote.
+      const entry = runtimeOf(a.endpointId);
+      const applied = applyAttempt(
+        entry.rt,
+        {
+          at: a.finishedAt,
+          outcome: a.outcome,
+          circuitOpen: a.errorClass === 'circuit_open',
+          probe: c.probe === true,
+          deadLetter:
+            res.changes > 0 && next.status === 'dead'
+              ? a.outcome === 'permanent'
+                ? 'permanent_failure'
+                : 'dead_letter'
+              : null,
+        },
+        entry.disabled,
+      );
+      entry.rt = applied.runtime;
+      for (const notice of applied.notices) {
+        const text = noticeText(notice.cause, {
+          endpointId: a.endpointId,
+          url: entry.url,
+          at: a.finishedAt,
+          count: notice.digested,
+        });
+        insertNotification(
+          st,
           {
-            at: a.finishedAt,
-            outcome: a.outcome,
-            circuitOpen: a.errorClass === 'circuit_open',
-            probe: c.probe === true,
-            deadLetter:
-              res.changes > 0 && next.status === 'dead'
-                ? a.outcome === 'permanent'
-                  ? 'permanent_failure'
-                  : 'dead_letter'
-                : null,
-          },
-          entry.disabled,
-        );
-        entry.rt = applied.runtime;
-        for (const notice of applied.notices) {
-          const text = noticeText(notice.cause, {
+            id: ids ? ids.notification() : newId('notification', now, randomBytes(10)),
+            tenantId: entry.tenantId,
             endpointId: a.endpointId,
-            url: entry.url,
-            at: a.finishedAt,
-            count: notice.digested,
-          });
-          insertNotification(
-            st,
-            {
-              id: ids ? ids.notification() : newId('notification', now, randomBytes(10)),
-              tenantId: entry.tenantId,
-              endpointId: a.endpointId,
-              kind: notice.cause,
-              ...text,
-            },
-            now,
-          );
-        }
-        if (res.changes > 0) {
-          // A skip held no in-flight slot.
-          if (c.leaseOwner !== null)
-            st('UPDATE endpoint_queue SET inflight = max(inflight - 1, 0) WHERE endpoint_id = ?').run(
-              a.endpointId,
-            );
-          touched.add(a.endpointId);
-        } else if (next.status === 'delivered') {
-          // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
-          // was still running; it did arrive, so record that — a second send may still happen (at-least-once).
-          st(
-            `UPDATE deliveries SET status = 'delivered', status_reason = NULL, next_attempt_at = NULL, updated_at = ?
-           WHERE id = ? AND status = 'pending' AND lease_owner IS NULL`,
-          ).run(now, a.deliveryId);
-          touched.add(a.endpointId);
-        }
+            kind: notice.cause,
+            ...text,
+          },
+          now,
+        );
       }
-      for (const [id, entry] of runtimes) saveRuntime(st, id, entry.rt);
-      for (const id of touched) refreshDue(id);
-    },
-  );
+      if (res.changes > 0) {
+        // A skip held no in-flight slot.
+        if (c.leaseOwner !== null)
+          st('UPDATE endpoint_queue SET inflight = max(inflight - 1, 0) WHERE endpoint_id = ?').run(
+            a.endpointId,
+          );
+        touched.add(a.endpointId);
+      } else if (next.status === 'delivered') {
+        // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
+        // was still running; it did arrive, so record that — a second send may still happen (at-least-once).
+        st(
+          `UPDATE deliveries SET status = 'delivered', status_reason = NULL, next_attempt_at = NULL, updated_at = ?
+           WHERE id = ? AND status = 'pending' AND lease_owner IS NULL`,
+        ).run(now, a.deliveryId);
+        touched.add(a.endpointId);
+      }
+    }
+    for (const [id, entry] of runtimes) saveRuntime(st, id, entry.rt);
+    for (const id of touched) refreshDue(id);
+  };
 
-  const expire = db.transaction((now: number) => {
+  const expire = (now: number) => {
     const rows = st(
       `SELECT id, endpoint_id FROM deliveries WHERE lease_owner IS NOT NULL AND lease_until <= ?`,
     ).all(now) as Row[];
@@ -154,7 +156,7 @@ export function createCompletion(db: Database.Database, st: St, refreshDue: Refr
     }
     for (const id of touched) refreshDue(id);
     return rows.length;
-  });
+  };
 
   return { complete, expire };
 }

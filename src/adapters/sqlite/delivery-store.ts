@@ -14,6 +14,7 @@ import { createFanout } from './fanout.ts';
 import { createLease } from './lease.ts';
 import { createRefreshDue } from './queue-due.ts';
 import type { St } from './rows.ts';
+import type { TurnCommit } from './turn-commit.ts';
 
 // Row mappers the operations store shares with the delivery plane.
 export { deliveryFromRow, endpointFromRow } from './rows.ts';
@@ -21,32 +22,28 @@ export { deliveryFromRow, endpointFromRow } from './rows.ts';
 export function createSqliteDeliveryStore(
   db: Database.Database,
   st: St,
+  turn: TurnCommit,
 ): DeliveryStore & { refreshDue(endpointId: string): void } {
   const refreshDue = createRefreshDue(st);
-  const fanout = createFanout(db, st);
-  const lease = createLease(db, st, refreshDue);
-  const { complete, expire } = createCompletion(db, st, refreshDue);
-  const skipBlocked = createSkipBlocked(db, st, complete);
+  const fanout = createFanout(st);
+  const lease = createLease(st, refreshDue);
+  const { complete, expire } = createCompletion(st, refreshDue);
+  const skipBlocked = createSkipBlocked(st, complete);
 
   return {
     refreshDue: (endpointId: string) => void refreshDue(endpointId),
     ...createEndpointsStore(db, st, refreshDue),
 
-    async fanoutRun({ now, limit, ids }) {
-      return fanout.immediate(now, limit, ids);
-    },
-    async deliveryLease({ owner, now, limit, perEndpoint, leaseMs, lanes }) {
-      return lease.immediate(owner, now, limit, perEndpoint, leaseMs, lanes);
-    },
-    async deliverySkipBlocked({ now, limit, lanes, skip, ids }) {
-      return skipBlocked.immediate(now, limit, lanes, skip, ids);
-    },
+    // The pipeline's writes share one commit per event-loop turn (turn-commit.ts).
+    fanoutRun: ({ now, limit, ids }) => turn.submit(() => fanout(now, limit, ids)),
+    deliveryLease: ({ owner, now, limit, perEndpoint, leaseMs, lanes }) =>
+      turn.submit(() => lease(owner, now, limit, perEndpoint, leaseMs, lanes)),
+    deliverySkipBlocked: ({ now, limit, lanes, skip, ids }) =>
+      turn.submit(() => skipBlocked(now, limit, lanes, skip, ids)),
     async deliveryComplete({ completions, now, ids }) {
-      if (completions.length > 0) complete.immediate(completions, now, ids);
+      if (completions.length > 0) await turn.submit(() => complete(completions, now, ids));
     },
-    async deliveryExpireLeases({ now }) {
-      return expire.immediate(now);
-    },
+    deliveryExpireLeases: ({ now }) => turn.submit(() => expire(now)),
     ...createDeliveryReads(st),
   };
 }

@@ -1,11 +1,11 @@
 /** Fan-out of committed events into deliveries (SQLite). */
-import type Database from 'better-sqlite3';
 import { matchesEventType } from '../../domain/event-types.ts';
 import { VOLUME_WINDOW_MS } from '../../domain/lanes.ts';
 import { eventTypes, type Subscription } from '../subscriptions.ts';
 import type { Row, St } from './rows.ts';
 
-export function createFanout(db: Database.Database, st: St) {
+/** Runs inside a transaction (the caller's: turn-commit.ts). */
+export function createFanout(st: St) {
   const insertDelivery = (...args: unknown[]) =>
     st(
       `INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id,
@@ -13,55 +13,54 @@ export function createFanout(db: Database.Database, st: St) {
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, NULL, ?, ?)`,
     ).run(...args);
 
-  const fanout = db.transaction(
-    (now: number, limit: number, ids: { delivery(): string; webhookId(): string }) => {
-      const pending = st(
-        `SELECT f.event_seq, e.id, e.tenant_id, e.type, e.resource_id FROM fanout_pending f
+  const fanout = (now: number, limit: number, ids: { delivery(): string; webhookId(): string }) => {
+    const pending = st(
+      `SELECT f.event_seq, e.id, e.tenant_id, e.type, e.resource_id FROM fanout_pending f
        JOIN events e ON e.seq = f.event_seq ORDER BY f.event_seq LIMIT ?`,
-      ).all(limit) as Row[];
-      if (pending.length === 0) return { events: 0, deliveries: 0 };
-      const endpointsByTenant = new Map<string, Subscription[]>();
-      const touched = new Map<string, number>(); // endpoint → deliveries created (its fan-out volume)
-      let deliveries = 0;
-      for (const ev of pending) {
-        const tenantId = ev.tenant_id as string;
-        let endpoints = endpointsByTenant.get(tenantId);
-        if (!endpoints) {
-          // Only what matching needs: this runs per tenant per pass, over all of the tenant's endpoints.
-          endpoints = (
-            st(
-              `SELECT e.id, e.event_types, e.status FROM endpoints e JOIN tenants t ON t.id = e.tenant_id
+    ).all(limit) as Row[];
+    if (pending.length === 0) return { events: 0, deliveries: 0 };
+    const endpointsByTenant = new Map<string, Subscription[]>();
+    const touched = new Map<string, number>(); // endpoint → deliveries created (its fan-out volume)
+    let deliveries = 0;
+    for (const ev of pending) {
+      const tenantId = ev.tenant_id as string;
+      let endpoints = endpointsByTenant.get(tenantId);
+      if (!endpoints) {
+        // Only what matching needs: this runs per tenant per pass, over all of the tenant's endpoints.
+        endpoints = (
+          st(
+            `SELECT e.id, e.event_types, e.status FROM endpoints e JOIN tenants t ON t.id = e.tenant_id
              WHERE e.tenant_id = ? AND e.deleted_at IS NULL AND t.deleted_at IS NULL`,
-            ).all(tenantId) as Row[]
-          ).map((r) => ({
-            id: r.id as string,
-            eventTypes: eventTypes(r.event_types as string),
-            enabled: r.status === 'enabled',
-          }));
-          endpointsByTenant.set(tenantId, endpoints);
-        }
-        for (const ep of endpoints) {
-          if (!matchesEventType(ep.eventTypes, ev.type as string)) continue;
-          insertDelivery(
-            ids.delivery(),
-            tenantId,
-            ep.id,
-            ev.id,
-            ev.event_seq,
-            ev.type,
-            ev.resource_id,
-            ids.webhookId(),
-            now,
-            now,
-            now,
-          );
-          deliveries++;
-          if (ep.enabled) touched.set(ep.id, (touched.get(ep.id) ?? 0) + 1);
-        }
+          ).all(tenantId) as Row[]
+        ).map((r) => ({
+          id: r.id as string,
+          eventTypes: eventTypes(r.event_types as string),
+          enabled: r.status === 'enabled',
+        }));
+        endpointsByTenant.set(tenantId, endpoints);
       }
-      // The due time, and the volume windows of domain/lanes.ts recordVolume (the promotion rate signal).
-      const due = st(
-        `UPDATE endpoint_queue SET next_due_at = min(coalesce(next_due_at, @now), @now),
+      for (const ep of endpoints) {
+        if (!matchesEventType(ep.eventTypes, ev.type as string)) continue;
+        insertDelivery(
+          ids.delivery(),
+          tenantId,
+          ep.id,
+          ev.id,
+          ev.event_seq,
+          ev.type,
+          ev.resource_id,
+          ids.webhookId(),
+          now,
+          now,
+          now,
+        );
+        deliveries++;
+        if (ep.enabled) touched.set(ep.id, (touched.get(ep.id) ?? 0) + 1);
+      }
+    }
+    // The due time, and the volume windows of domain/lanes.ts recordVolume (the promotion rate signal).
+    const due = st(
+      `UPDATE endpoint_queue SET next_due_at = min(coalesce(next_due_at, @now), @now),
            volume_previous = CASE WHEN @now - volume_window_start < ${VOLUME_WINDOW_MS} THEN volume_previous
              WHEN @now - volume_window_start < ${2 * VOLUME_WINDOW_MS} THEN volume_count ELSE 0 END,
            volume_count = CASE WHEN @now - volume_window_start < ${VOLUME_WINDOW_MS} THEN volume_count + @n
@@ -69,11 +68,10 @@ export function createFanout(db: Database.Database, st: St) {
            volume_window_start = CASE WHEN @now - volume_window_start < ${VOLUME_WINDOW_MS} THEN volume_window_start
              ELSE @now - ((@now - volume_window_start) % ${VOLUME_WINDOW_MS}) END
          WHERE endpoint_id = @id`,
-      );
-      for (const [id, n] of touched) due.run({ now, id, n });
-      st('DELETE FROM fanout_pending WHERE event_seq <= ?').run(pending[pending.length - 1]?.event_seq);
-      return { events: pending.length, deliveries };
-    },
-  );
+    );
+    for (const [id, n] of touched) due.run({ now, id, n });
+    st('DELETE FROM fanout_pending WHERE event_seq <= ?').run(pending[pending.length - 1]?.event_seq);
+    return { events: pending.length, deliveries };
+  };
   return fanout;
 }

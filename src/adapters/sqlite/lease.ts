@@ -1,5 +1,4 @@
 /** Leasing due deliveries fairly across endpoints (SQLite). */
-import type Database from 'better-sqlite3';
 import { decideAttempt, leaseLimit } from '../../domain/circuit-breaker.ts';
 import { type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import type { LaneBinding } from '../../domain/lanes.ts';
@@ -58,98 +57,97 @@ export function dueRows(st: St, c: Row, now: number, room: number, withEvent: bo
   ).all(c.endpoint_id, now, c.ordering === 'resource' ? 1 : 0, room) as Row[];
 }
 
-export function createLease(db: Database.Database, st: St, refreshDue: RefreshDue) {
-  const lease = db.transaction(
-    (
-      owner: string,
-      now: number,
-      limit: number,
-      perEndpoint: number,
-      leaseMs: number,
-      lanes?: LaneBinding,
-    ): LeasedDelivery[] => {
-      const inLanes = laneCondition(lanes);
-      // Blocked endpoints (circuit open, no probe due: circuit-breaker.ts blockedUntil) are passed over; the
-      // circuit-open pass records their due deliveries (circuit-open.ts).
-      // The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at its
-      // ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold up every
-      // other endpoint until its in-flight attempts end): the next ones in rotation order are read instead.
-      const candidates: Array<{ c: Row; runtime: EndpointRuntime; cap: number }> = [];
-      for (let after: [number, string] = [-1, '']; candidates.length < limit; ) {
-        const want = limit - candidates.length;
-        const batch = st(
-          `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, q.lane, e.max_concurrency, e.ordering,
+/** Runs inside a transaction (the caller's: turn-commit.ts). */
+export function createLease(st: St, refreshDue: RefreshDue) {
+  const lease = (
+    owner: string,
+    now: number,
+    limit: number,
+    perEndpoint: number,
+    leaseMs: number,
+    lanes?: LaneBinding,
+  ): LeasedDelivery[] => {
+    const inLanes = laneCondition(lanes);
+    // Blocked endpoints (circuit open, no probe due: circuit-breaker.ts blockedUntil) are passed over; the
+    // circuit-open pass records their due deliveries (circuit-open.ts).
+    // The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at its
+    // ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold up every
+    // other endpoint until its in-flight attempts end): the next ones in rotation order are read instead.
+    const candidates: Array<{ c: Row; runtime: EndpointRuntime; cap: number }> = [];
+    for (let after: [number, string] = [-1, '']; candidates.length < limit; ) {
+      const want = limit - candidates.length;
+      const batch = st(
+        `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, q.lane, e.max_concurrency, e.ordering,
              e.url, e.headers, e.tenant_id
            FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
            WHERE q.next_due_at <= ? AND (q.blocked_until IS NULL OR q.blocked_until <= ?) AND q.inflight < e.max_concurrency ${inLanes}
              AND (q.last_served_at > ? OR (q.last_served_at = ? AND q.endpoint_id > ?))
            ORDER BY q.last_served_at, q.endpoint_id LIMIT ?`,
-        ).all(now, now, after[0], after[0], after[1], want) as Row[];
-        for (const c of batch) {
-          const runtime = parseRuntime((c.runtime as string | null) ?? null);
-          const cap = effectiveCap(c.max_concurrency as number, runtime.circuit.closedAt, now);
-          if (cap > (c.inflight as number)) candidates.push({ c, runtime, cap });
-        }
-        const last = batch[batch.length - 1];
-        if (!last || batch.length < want) break;
-        after = [last.last_served_at as number, last.endpoint_id as string];
+      ).all(now, now, after[0], after[0], after[1], want) as Row[];
+      for (const c of batch) {
+        const runtime = parseRuntime((c.runtime as string | null) ?? null);
+        const cap = effectiveCap(c.max_concurrency as number, runtime.circuit.closedAt, now);
+        if (cap > (c.inflight as number)) candidates.push({ c, runtime, cap });
       }
-      const out: LeasedDelivery[] = [];
-      const leaseUntil = now + leaseMs;
-      const mark = st(
-        `UPDATE deliveries SET lease_owner = ?, lease_until = ?, updated_at = ?, lease_lane = ?
+      const last = batch[batch.length - 1];
+      if (!last || batch.length < want) break;
+      after = [last.last_served_at as number, last.endpoint_id as string];
+    }
+    const out: LeasedDelivery[] = [];
+    const leaseUntil = now + leaseMs;
+    const mark = st(
+      `UPDATE deliveries SET lease_owner = ?, lease_until = ?, updated_at = ?, lease_lane = ?
          WHERE id = ? AND lease_owner IS NULL`,
+    );
+    for (const { c, runtime, cap } of candidates) {
+      if (out.length >= limit) break;
+      const endpointId = c.endpoint_id as string;
+      const room = Math.min(
+        cap - (c.inflight as number),
+        perEndpoint,
+        limit - out.length,
+        leaseLimit(runtime.circuit),
       );
-      for (const { c, runtime, cap } of candidates) {
-        if (out.length >= limit) break;
-        const endpointId = c.endpoint_id as string;
-        const room = Math.min(
-          cap - (c.inflight as number),
-          perEndpoint,
-          limit - out.length,
-          leaseLimit(runtime.circuit),
-        );
-        if (room <= 0) continue;
-        const rows = dueRows(st, c, now, room, true);
-        const endpoint = {
-          id: endpointId,
-          tenantId: c.tenant_id as string,
-          url: c.url as string,
-          headers: JSON.parse(c.headers as string),
-        };
-        let claimed = false;
-        for (const r of rows) {
-          mark.run(owner, leaseUntil, now, c.lane, r.id);
-          // The circuit decides per delivery, in this transaction: send, send as the one probe, or skip.
-          const decision = decideAttempt(runtime.circuit, now);
-          if (decision.kind === 'send' && decision.probe) {
-            runtime.circuit = decision.claim;
-            claimed = true;
-          }
-          out.push({
-            mode: decision.kind === 'skip' ? 'circuit_open' : decision.probe ? 'probe' : 'send',
-            // As stored after the lease (which sets updated_at), like deliveryGet would return it.
-            delivery: { ...deliveryFromRow(r), updatedAt: now },
-            endpoint,
-            event: {
-              id: r.event_id as string,
-              type: r.event_type as string,
-              createdAt: r.ev_created_at as number,
-              data: r.ev_data as string,
-            },
-            leaseUntil,
-          });
+      if (room <= 0) continue;
+      const rows = dueRows(st, c, now, room, true);
+      const endpoint = {
+        id: endpointId,
+        tenantId: c.tenant_id as string,
+        url: c.url as string,
+        headers: JSON.parse(c.headers as string),
+      };
+      let claimed = false;
+      for (const r of rows) {
+        mark.run(owner, leaseUntil, now, c.lane, r.id);
+        // The circuit decides per delivery, in this transaction: send, send as the one probe, or skip.
+        const decision = decideAttempt(runtime.circuit, now);
+        if (decision.kind === 'send' && decision.probe) {
+          runtime.circuit = decision.claim;
+          claimed = true;
         }
-        st('UPDATE endpoint_queue SET inflight = inflight + ?, last_served_at = ? WHERE endpoint_id = ?').run(
-          rows.length,
-          now,
-          endpointId,
-        );
-        if (claimed) saveRuntime(st, endpointId, runtime);
-        refreshDue(endpointId);
+        out.push({
+          mode: decision.kind === 'skip' ? 'circuit_open' : decision.probe ? 'probe' : 'send',
+          // As stored after the lease (which sets updated_at), like deliveryGet would return it.
+          delivery: { ...deliveryFromRow(r), updatedAt: now },
+          endpoint,
+          event: {
+            id: r.event_id as string,
+            type: r.event_type as string,
+            createdAt: r.ev_created_at as number,
+            data: r.ev_data as string,
+          },
+          leaseUntil,
+        });
       }
-      return out;
-    },
-  );
+      st('UPDATE endpoint_queue SET inflight = inflight + ?, last_served_at = ? WHERE endpoint_id = ?').run(
+        rows.length,
+        now,
+        endpointId,
+      );
+      if (claimed) saveRuntime(st, endpointId, runtime);
+      refreshDue(endpointId);
+    }
+    return out;
+  };
   return lease;
 }

@@ -1,8 +1,9 @@
 /**
  * SQLite adapter (better-sqlite3): the embedded default, one process.
  *
- * Durability: WAL with `synchronous=FULL`, so a transaction is on disk when COMMIT returns; `eventInsertBatch`
- * writes a whole batch in one transaction, which is what makes group commit cost one fsync per batch.
+ * Durability: WAL with `synchronous=FULL`, so a transaction is on disk when COMMIT returns. The pipeline's writes
+ * (`eventInsertBatch`, fan-out, lease, completion, circuit-open pass, lease expiry) share one transaction per
+ * event-loop turn (turn-commit.ts): one WAL append and one fsync for every stage's batch of that turn.
  * better-sqlite3 is synchronous: every method runs to completion on the event loop, so transactions never
  * interleave and no locking emulation is needed. What SQLite lacks and is emulated here:
  *   - `FOR UPDATE SKIP LOCKED` is unnecessary (one process, serial transactions);
@@ -24,6 +25,7 @@ import { StoreUnavailableError } from '../../ports/store.ts';
 import { createSqliteDeliveryStore } from './delivery-store.ts';
 import { createSqliteOperationsStore } from './operations-store.ts';
 import { page } from './rows.ts';
+import { createTurnCommit } from './turn-commit.ts';
 
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 
@@ -124,40 +126,37 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
     );
   };
 
-  const insertBatch = db.transaction(
-    (events: NewEvent[], now: number, windowMs: number): EventInsertOutcome[] => {
-      const out: EventInsertOutcome[] = [];
-      for (const e of events) {
-        if (e.idempotencyKey === null) {
-          insertEvent(e);
-          out.push({ kind: 'created', event: e });
-          continue;
-        }
-        const existing = st('SELECT * FROM idempotency_keys WHERE tenant_id = ? AND key = ?').get(
-          e.tenantId,
-          e.idempotencyKey,
-        ) as Row | undefined;
-        if (existing && (existing.created_at as number) > now - windowMs) {
-          const original = eventFromRow(
-            st('SELECT * FROM events WHERE id = ?').get(existing.event_id) as Row,
-          );
-          out.push({
-            kind: existing.request_hash === e.requestHash ? 'duplicate' : 'key_conflict',
-            event: original,
-          });
-          continue;
-        }
+  // Runs inside a transaction (turn-commit.ts).
+  const insertBatch = (events: NewEvent[], now: number, windowMs: number): EventInsertOutcome[] => {
+    const out: EventInsertOutcome[] = [];
+    for (const e of events) {
+      if (e.idempotencyKey === null) {
         insertEvent(e);
-        st(
-          `INSERT INTO idempotency_keys (tenant_id, key, event_id, request_hash, created_at) VALUES (?, ?, ?, ?, ?)
+        out.push({ kind: 'created', event: e });
+        continue;
+      }
+      const existing = st('SELECT * FROM idempotency_keys WHERE tenant_id = ? AND key = ?').get(
+        e.tenantId,
+        e.idempotencyKey,
+      ) as Row | undefined;
+      if (existing && (existing.created_at as number) > now - windowMs) {
+        const original = eventFromRow(st('SELECT * FROM events WHERE id = ?').get(existing.event_id) as Row);
+        out.push({
+          kind: existing.request_hash === e.requestHash ? 'duplicate' : 'key_conflict',
+          event: original,
+        });
+        continue;
+      }
+      insertEvent(e);
+      st(
+        `INSERT INTO idempotency_keys (tenant_id, key, event_id, request_hash, created_at) VALUES (?, ?, ?, ?, ?)
            ON CONFLICT (tenant_id, key) DO UPDATE SET event_id = excluded.event_id,
              request_hash = excluded.request_hash, created_at = excluded.created_at`,
-        ).run(e.tenantId, e.idempotencyKey, e.id, e.requestHash, e.createdAt);
-        out.push({ kind: 'created', event: e });
-      }
-      return out;
-    },
-  );
+      ).run(e.tenantId, e.idempotencyKey, e.id, e.requestHash, e.createdAt);
+      out.push({ kind: 'created', event: e });
+    }
+    return out;
+  };
 
   // Every method wraps SQLite errors that mean "the database is not usable" (disk I/O, locked past the timeout).
   const mapError = (err: unknown) =>
@@ -172,7 +171,8 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
     }
   };
 
-  const { refreshDue, ...deliveryStore } = createSqliteDeliveryStore(db, st);
+  const turn = createTurnCommit(db);
+  const { refreshDue, ...deliveryStore } = createSqliteDeliveryStore(db, st, turn);
   const delivery = { ...deliveryStore, ...createSqliteOperationsStore(db, st, refreshDue) };
   const guarded = Object.fromEntries(
     Object.entries(delivery).map(([name, fn]) => [
@@ -190,7 +190,9 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
     migrate: () => guard(migrate),
     ping: () => guard(() => void st('SELECT 1').get()),
     close: async () => {
-      if (db.open) db.close();
+      if (!db.open) return;
+      turn.flush();
+      db.close();
     },
 
     tenantCreate: ({ tenant, tenantKey }) =>
@@ -275,7 +277,11 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
       ),
 
     eventInsertBatch: ({ events, now, idempotencyWindowMs }) =>
-      guard(() => insertBatch.immediate(events, now, idempotencyWindowMs)),
+      turn
+        .submit(() => insertBatch(events, now, idempotencyWindowMs))
+        .catch((err) => {
+          throw mapError(err);
+        }),
     eventGet: ({ id, tenantId }) =>
       guard(() => {
         const r = (
