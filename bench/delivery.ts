@@ -4,7 +4,7 @@
  * ceiling of a bare undici loop POSTing the same requests to the same receiver with the same concurrency.
  *
  *   npm run bench:delivery -- [--store sqlite|postgres] [--endpoints 100] [--events 50000]
- *                             [--concurrency 256] [--producer-concurrency 32] [--steady-events 2000]
+ *                             [--concurrency 256] [--producer-concurrency 128] [--steady-events 2000]
  *                             [--steady-rate 200] [--warmup-events 500] [--data-bytes 1024] [--poll-ms <ms>]
  *                             [--drain-events 0] [--ceiling-runs 3] [--cpu-prof <dir>]
  *
@@ -20,8 +20,9 @@
  *
  *   1. warm-up: --warmup-events at --steady-rate (excluded from every number).
  *   2. below saturation: --steady-events at --steady-rate; ttfa percentiles → below_saturation_ttfa_*.
- *   3. bulk: --events sent as fast as intake answers them (--producer-concurrency in flight), so a backlog builds
- *      and the delivery plane runs flat out. attempts_per_s = bulk deliveries / (last − first arrival of a bulk
+ *   3. bulk: --events sent as fast as intake answers them (--producer-concurrency in flight, 128 by default: with
+ *      fewer, each request waits out a whole commit turn of the pipeline and the producer's round trips, not
+ *      Hookrail's capacity, set the rate), so a backlog builds and the delivery plane runs flat out. attempts_per_s = bulk deliveries / (last − first arrival of a bulk
  *      delivery at the receiver); ttfa_p50/p99 are this phase's (saturated: they include the backlog wait).
  *   3b. drain (only with --drain-events N): Hookrail is restarted without the delivery role, accepts N events,
  *      and is restarted with all roles; drain_attempts_per_s is the rate at which the delivery plane alone (no
@@ -106,7 +107,7 @@ function parseOptions(argv: string[]): Options {
       endpoints: { type: 'string', default: '100' },
       events: { type: 'string', default: '50000' },
       concurrency: { type: 'string', default: '256' },
-      'producer-concurrency': { type: 'string', default: '32' },
+      'producer-concurrency': { type: 'string', default: '128' },
       'steady-events': { type: 'string', default: '2000' },
       'steady-rate': { type: 'string', default: '200' },
       'warmup-events': { type: 'string', default: '500' },

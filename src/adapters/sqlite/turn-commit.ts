@@ -27,7 +27,7 @@ interface Job {
 }
 
 export interface TurnCommit {
-  /** Runs `fn` (a transaction function call) in this turn's shared transaction; settles after its COMMIT. */
+  /** Runs `fn` (database work only: it may run twice, see above) in this turn's transaction; settles after COMMIT. */
   submit<T>(fn: () => T): Promise<T>;
   /** Runs what is queued now (before closing the database). */
   flush(): void;
@@ -41,10 +41,12 @@ export function createTurnCommit(db: Database.Database): TurnCommit {
     for (let i = 0; i < jobs.length; i++) results[i] = (jobs[i] as Job).run();
   });
 
+  const runOne = db.transaction((job: Job) => job.run());
+
   const runAlone = (job: Job) => {
     let result: unknown;
     try {
-      result = db.transaction(job.run).immediate();
+      result = runOne.immediate(job);
     } catch (err) {
       job.reject(err);
       return;
