@@ -41,10 +41,22 @@ export function laneCondition(lanes: LaneBinding | undefined): string {
 }
 
 /**
+ * An earlier event of the tenant that is not fanned out yet: its `fanout_pending` row is still there, or is being
+ * deleted by a fan-out transaction that has not committed. Fan-out passes run concurrently (several processes, or
+ * several passes in one) and may commit out of order, so without this the later event's delivery could become an
+ * ordered endpoint's head, and be sent, before the earlier one's exists. Probed through the primary key from its
+ * low end: rows below a fanned-out event's sequence number are only those of passes still in flight, so it reads a
+ * handful. (SQLite needs no such check: one fan-out loop, serial transactions, sequence numbers in commit order.)
+ */
+const EARLIER_UNFANNED = (seq: string, tenant: string) =>
+  `SELECT 1 FROM fanout_pending f WHERE f.event_seq < ${seq} AND f.tenant_id = ${tenant}`;
+
+/**
  * The due, unleased deliveries of the candidate endpoints in one statement (a LATERAL probe of the partial indexes
  * per endpoint), at most `room[i]` of the i-th, cut at `limit` in candidate order, as each endpoint's ordering mode
- * allows: `endpoint` — only the head (the oldest pending event), once due and unleased; `resource` — only the oldest
- * pending delivery of its resource, and only while none of the resource is in flight (one leased under 'none'
+ * allows: `endpoint` — only the head (the oldest pending event), once due and unleased and no earlier event of the
+ * tenant awaits fan-out; `resource` — only the oldest pending delivery of its resource, likewise, and only while none
+ * of the resource is in flight (one leased under 'none'
  * before a mode change counts too); deliveries without a resource id, and all under `none`, are unordered. The
  * caller holds the candidates' queue rows. With `withEvent`, each row also carries its event (`ev_data`,
  * `ev_created_at`).
@@ -73,11 +85,12 @@ export async function pickDue(
             (SELECT d.next_attempt_at AS k, ${prefixed('d', DELIVERY_COLUMNS)} FROM deliveries d
               WHERE NOT c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
                 AND d.lease_owner IS NULL AND d.next_attempt_at <= $4
-                AND (NOT c.by_resource OR d.resource_id IS NULL OR NOT EXISTS (
+                AND (NOT c.by_resource OR d.resource_id IS NULL OR (NOT EXISTS (
                       SELECT 1 FROM deliveries x
                        WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
                          AND x.status = 'pending'
-                         AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL)))
+                         AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL))
+                    AND NOT EXISTS (${EARLIER_UNFANNED('d.event_seq', 'd.tenant_id')})))
               ORDER BY d.next_attempt_at LIMIT c.room)
             UNION ALL
             (SELECT h.k, ${prefixed('h', DELIVERY_COLUMNS)} FROM (
@@ -85,7 +98,8 @@ export async function pickDue(
                   FROM deliveries d
                  WHERE c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
                  ORDER BY d.event_seq LIMIT 1) h
-              WHERE h.h_owner IS NULL AND h.next_attempt_at <= $4)
+              WHERE h.h_owner IS NULL AND h.next_attempt_at <= $4
+                AND NOT EXISTS (${EARLIER_UNFANNED('h.k', 'h.tenant_id')}))
           ) p
        ),
        cut AS (

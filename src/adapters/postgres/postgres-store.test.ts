@@ -183,7 +183,12 @@ describe('delivery plane across processes', () => {
     webhookId: () => newId('message', at, randomBytes(10)),
   };
 
-  async function setup(s: Store, endpoints: number, maxConcurrency: number) {
+  async function setup(
+    s: Store,
+    endpoints: number,
+    maxConcurrency: number,
+    orderings: Array<'none' | 'endpoint' | 'resource'> = [],
+  ) {
     const tenantId = newId('tenant', NOW, randomBytes(10));
     await s.tenantCreate({
       tenant: { id: tenantId, name: 't', totpSeedSealed: 'x', createdAt: NOW, deletedAt: null },
@@ -209,7 +214,7 @@ describe('delivery plane across processes', () => {
           url: 'https://example.com/',
           description: null,
           eventTypes: ['*'],
-          ordering: 'none',
+          ordering: orderings[i] ?? 'none',
           maxConcurrency,
           headers: {},
           status: 'enabled',
@@ -324,6 +329,42 @@ describe('delivery plane across processes', () => {
       expect(q.rows).toEqual(eps.map(() => ({ inflight: 0, next_due_at: null })));
     } finally {
       await client.end();
+    }
+  });
+
+  it('an ordered head is not leased while an earlier event is still being fanned out by another process', async () => {
+    // Two fan-out processes claim consecutive events; the later one's transaction commits first. Its deliveries
+    // must not become the head of an `endpoint` or `resource` ordered endpoint: the earlier event's are coming.
+    const name = schema();
+    const s = open({ schema: name });
+    await s.migrate();
+    const { tenantId, eps } = await setup(s, 3, 5, ['endpoint', 'resource', 'none']);
+    const evs = [event(tenantId, null, 0), event(tenantId, null, 1)].map((e) => ({ ...e, resourceId: 'r1' }));
+    await s.eventInsertBatch({ events: evs, now: NOW, idempotencyWindowMs: WINDOW });
+    const held = new pg.Client({ connectionString: postgresUrl(), options: `-c search_path=${name}` });
+    await held.connect();
+    const lease = () =>
+      s.deliveryLease({ owner: 'w', now: at + 1, limit: 10, perEndpoint: 5, leaseMs: 60_000 });
+    try {
+      await held.query('BEGIN');
+      // The other fan-out: it has claimed the first event and not committed.
+      await held.query('SELECT event_seq FROM fanout_pending ORDER BY event_seq LIMIT 1 FOR UPDATE');
+      expect((await s.fanoutRun({ now: at, limit: 10, ids })).events).toBe(1);
+      const early = await lease();
+      // Only the unordered endpoint may take the second event now.
+      expect(early.map((l) => [l.endpoint.id, l.event.id])).toEqual([[eps[2], evs[1]!.id]]);
+      await held.query('ROLLBACK');
+      expect((await s.fanoutRun({ now: at, limit: 10, ids })).events).toBe(1);
+      const heads = await lease();
+      expect(heads.map((l) => [l.endpoint.id, l.event.id]).sort()).toEqual(
+        [
+          [eps[0], evs[0]!.id],
+          [eps[1], evs[0]!.id],
+          [eps[2], evs[0]!.id],
+        ].sort(),
+      );
+    } finally {
+      await held.end();
     }
   });
 
