@@ -1,6 +1,7 @@
 /**
  * eventInsertBatch for PostgreSQL: group commit of a whole batch in one transaction, with idempotency keys that
- * stay unique per tenant across concurrent batches and processes.
+ * stay unique per tenant across concurrent batches and processes. A batch without keys is the single statement of
+ * insertEvents, run without BEGIN/COMMIT (postgres-store.ts).
  *
  * Why it is correct under concurrency: the claim is `INSERT INTO idempotency_keys ... ON CONFLICT DO NOTHING`.
  * When another transaction has inserted the same (tenant, key) and not yet committed, PostgreSQL makes our insert
@@ -155,7 +156,8 @@ export async function insertEventBatch(
   return results as EventInsertOutcome[];
 }
 
-async function insertEvents(client: TxClient, evs: NewEvent[]): Promise<void> {
+/** The events and their fan-out rows, in input order, in one statement. */
+export async function insertEvents(client: TxClient, evs: NewEvent[]): Promise<void> {
   const col = <K extends keyof NewEvent>(k: K) => evs.map((e) => e[k]);
   await client.query(
     `WITH ins AS (
