@@ -1,7 +1,6 @@
 /**
  * eventInsertBatch for PostgreSQL: group commit of a whole batch in one transaction, with idempotency keys that
- * stay unique per tenant across concurrent batches and processes. A batch without keys is the single statement of
- * insertEvents, run without BEGIN/COMMIT (postgres-store.ts).
+ * stay unique per tenant across concurrent batches and processes.
  *
  * Why it is correct under concurrency: the claim is `INSERT INTO idempotency_keys ... ON CONFLICT DO NOTHING`.
  * When another transaction has inserted the same (tenant, key) and not yet committed, PostgreSQL makes our insert
@@ -156,8 +155,7 @@ export async function insertEventBatch(
   return results as EventInsertOutcome[];
 }
 
-/** The events and their fan-out rows, in input order, in one statement. */
-export async function insertEvents(client: TxClient, evs: NewEvent[]): Promise<void> {
+async function insertEvents(client: TxClient, evs: NewEvent[]): Promise<void> {
   const col = <K extends keyof NewEvent>(k: K) => evs.map((e) => e[k]);
   await client.query(
     `WITH ins AS (

@@ -23,7 +23,7 @@ import {
   type TenantRecord,
 } from '../../ports/store.ts';
 import { createPostgresDeliveryStore, lockTenantGate } from './delivery-store.ts';
-import { EVENT_COLUMNS, type EventRow, insertEventBatch, insertEvents, toEvent } from './event-batch.ts';
+import { EVENT_COLUMNS, type EventRow, insertEventBatch, toEvent } from './event-batch.ts';
 import { assertSchemaName, runMigrations, type TxClient } from './migrate.ts';
 import { createPostgresOperationsStore } from './operations-store.ts';
 import { isRetryableTransactionError, isUnavailableError } from './pg-errors.ts';
@@ -161,11 +161,6 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
    * connection whose peer state was lost would otherwise hang every later query sent on it.
    */
   async function query<R extends QueryResultRow>(text: string, values?: unknown[]) {
-    return withClient((client) => client.query<R>(text, values));
-  }
-
-  /** A pooled client for statements outside an explicit transaction (each its own implicit one). */
-  async function withClient<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
     let client: PoolClient;
     try {
       client = await pool.connect();
@@ -178,7 +173,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
     };
     client.on('error', onError);
     try {
-      return await fn(client);
+      return await client.query<R>(text, values);
     } catch (err) {
       if (isUnavailableError(err)) destroy = true;
       throw unavailableOr(err);
@@ -361,12 +356,6 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
 
     async eventInsertBatch({ events, now, idempotencyWindowMs }): Promise<EventInsertOutcome[]> {
       if (events.length === 0) return [];
-      // Without idempotency keys the batch is one statement (events and their fan-out rows), atomic by itself:
-      // no BEGIN and COMMIT, two round trips of three. Round trips, not rows, are what intake costs here.
-      if (events.every((e) => e.idempotencyKey === null)) {
-        await withClient((client) => insertEvents(preparing(client), events));
-        return events.map((event) => ({ kind: 'created', event: { ...event } }));
-      }
       return tx((c) => insertEventBatch(c, events, now, idempotencyWindowMs));
     },
 
