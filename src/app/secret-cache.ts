@@ -12,6 +12,8 @@ export const secretAad = (tenantId: string, endpointId: string) =>
 
 export class SecretCache {
   private readonly entries = new Map<string, { secrets: string[]; until: number }>();
+  /** Reads in progress: the attempts that miss together (an endpoint's in-flight ones, at expiry) share one. */
+  private readonly loading = new Map<string, Promise<string[]>>();
 
   constructor(private readonly deps: { store: Store; keys: KeyService; clock: Clock; ttlMs: number }) {}
 
@@ -20,6 +22,15 @@ export class SecretCache {
     const now = this.deps.clock.now();
     const hit = this.entries.get(endpointId);
     if (hit && hit.until > now) return hit.secrets;
+    let load = this.loading.get(endpointId);
+    if (!load) {
+      load = this.load(tenantId, endpointId, now).finally(() => this.loading.delete(endpointId));
+      this.loading.set(endpointId, load);
+    }
+    return load;
+  }
+
+  private async load(tenantId: string, endpointId: string, now: number): Promise<string[]> {
     const records = await this.deps.store.secretListActive({ endpointId, now });
     const aad = secretAad(tenantId, endpointId);
     const secrets = records.map((r) => this.deps.keys.open(r.sealed, aad).toString('utf8'));
