@@ -22,8 +22,9 @@
  *   2. below saturation: --steady-events at --steady-rate; ttfa percentiles → below_saturation_ttfa_*.
  *   3. bulk: --events sent as fast as intake answers them (--producer-concurrency in flight, 128 by default: with
  *      fewer, each request waits out a whole commit turn of the pipeline and the producer's round trips, not
- *      Hookrail's capacity, set the rate), so a backlog builds and the delivery plane runs flat out. attempts_per_s = bulk deliveries / (last − first arrival of a bulk
- *      delivery at the receiver); ttfa_p50/p99 are this phase's (saturated: they include the backlog wait).
+ *      Hookrail's capacity, set the rate), so a backlog builds and the delivery plane runs flat out.
+ *      attempts_per_s = bulk deliveries / (last − first arrival of a bulk delivery at the receiver); ttfa_p50/p99
+ *      are this phase's (saturated: they include the backlog wait).
  *   3b. drain (only with --drain-events N): Hookrail is restarted without the delivery role, accepts N events,
  *      and is restarted with all roles; drain_attempts_per_s is the rate at which the delivery plane alone (no
  *      intake competing for the process) empties that ready backlog, first → last arrival.

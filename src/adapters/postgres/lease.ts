@@ -42,8 +42,8 @@ export function laneCondition(lanes: LaneBinding | undefined): string {
 
 /**
  * An earlier event of the tenant that is not fanned out yet: its `fanout_pending` row is still there, or is being
- * deleted by a fan-out transaction that has not committed. Fan-out passes run concurrently (several processes, or
- * several passes in one) and may commit out of order, so without this the later event's delivery could become an
+ * deleted by a fan-out transaction that has not committed. Fan-out passes in several processes run concurrently
+ * and may commit out of order, so without this the later event's delivery could become an
  * ordered endpoint's head, and be sent, before the earlier one's exists. Probed through the primary key from its
  * low end: rows below a fanned-out event's sequence number are only those of passes still in flight, so it reads a
  * handful. (SQLite needs no such check: one fan-out loop, serial transactions, sequence numbers in commit order.)
@@ -56,9 +56,8 @@ const EARLIER_UNFANNED = (seq: string, tenant: string) =>
  * per endpoint), at most `room[i]` of the i-th, cut at `limit` in candidate order, as each endpoint's ordering mode
  * allows: `endpoint` — only the head (the oldest pending event), once due and unleased and no earlier event of the
  * tenant awaits fan-out; `resource` — only the oldest pending delivery of its resource, likewise, and only while none
- * of the resource is in flight (one leased under 'none'
- * before a mode change counts too); deliveries without a resource id, and all under `none`, are unordered. The
- * caller holds the candidates' queue rows. With `withEvent`, each row also carries its event (`ev_data`,
+ * of the resource is in flight (one leased under 'none' before a mode change counts too); deliveries without a
+ * resource id, and all under `none`, are unordered. The caller holds the candidates' queue rows. With `withEvent`, each row also carries its event (`ev_data`,
  * `ev_created_at`).
  */
 export async function pickDue(

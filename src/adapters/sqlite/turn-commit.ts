@@ -12,9 +12,8 @@
  * a job is the first to change into a sub-journal (measured: 6.5 % of the process in bulk). If a job throws, the
  * whole transaction is rolled back and each job of the turn is run again in a transaction of its own, so only the
  * failing one fails and no other job's effect is lost or doubled. Jobs must therefore do nothing but database work
- * (pure computation and id generation may repeat). A caller's promise
- * settles only after the COMMIT: an event is still answered 202 only once it is durable, a lease used only once it
- * is recorded.
+ * (pure computation and id generation may repeat). A caller's promise settles only after the COMMIT: an event is
+ * still answered 202 only once it is durable, a lease used only once it is recorded.
  *
  * Cost: a write waits for the end of the current turn (setImmediate) instead of running at once.
  */
@@ -37,38 +36,26 @@ export function createTurnCommit(db: Database.Database): TurnCommit {
   let queue: Job[] = [];
   let scheduled = false;
 
-  const runAll = db.transaction((jobs: Job[], results: unknown[]) => {
-    for (let i = 0; i < jobs.length; i++) results[i] = (jobs[i] as Job).run();
-  });
+  const runAll = db.transaction((jobs: Job[]) => jobs.map((job) => job.run()));
 
-  const runOne = db.transaction((job: Job) => job.run());
-
-  const runAlone = (job: Job) => {
-    let result: unknown;
+  const commit = (jobs: Job[]) => {
+    let results: unknown[];
     try {
-      result = runOne.immediate(job);
+      results = runAll.immediate(jobs);
     } catch (err) {
-      job.reject(err);
+      if (jobs.length === 1) (jobs[0] as Job).reject(err);
+      // Rolled back: find the failing job by running each alone.
+      else for (const job of jobs) commit([job]);
       return;
     }
-    job.resolve(result);
+    for (let i = 0; i < jobs.length; i++) (jobs[i] as Job).resolve(results[i]);
   };
 
   const flush = () => {
     scheduled = false;
     const jobs = queue;
-    if (jobs.length === 0) return;
     queue = [];
-    if (jobs.length === 1) return runAlone(jobs[0] as Job);
-    const results: unknown[] = new Array(jobs.length);
-    try {
-      runAll.immediate(jobs, results);
-    } catch {
-      // Rolled back: find the failing job by running each alone.
-      for (const j of jobs) runAlone(j);
-      return;
-    }
-    for (let i = 0; i < jobs.length; i++) (jobs[i] as Job).resolve(results[i]);
+    if (jobs.length > 0) commit(jobs);
   };
 
   return {
