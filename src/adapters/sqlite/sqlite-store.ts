@@ -3,7 +3,8 @@
  *
  * Durability: WAL with `synchronous=FULL`, so a transaction is on disk when COMMIT returns. The pipeline's writes
  * (`eventInsertBatch`, fan-out, lease, completion, circuit-open pass, lease expiry) share one transaction per
- * event-loop turn (turn-commit.ts): one WAL append and one fsync for every stage's batch of that turn.
+ * event-loop turn (turn-commit.ts): one WAL append for every stage's batch of that turn, synced on the thread pool
+ * (group commit) before any of them settles.
  * better-sqlite3 is synchronous: every method runs to completion on the event loop, so transactions never
  * interleave and no locking emulation is needed. What SQLite lacks and is emulated here:
  *   - `FOR UPDATE SKIP LOCKED` is unnecessary (one process, serial transactions);
@@ -171,7 +172,8 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
     }
   };
 
-  const turn = createTurnCommit(db);
+  const inMemory = opts.filename === ':memory:' || opts.filename === '';
+  const turn = createTurnCommit(db, inMemory ? {} : { walFile: `${opts.filename}-wal` });
   const { refreshDue, ...deliveryStore } = createSqliteDeliveryStore(db, st, turn);
   const delivery = { ...deliveryStore, ...createSqliteOperationsStore(db, st, refreshDue) };
   const guarded = Object.fromEntries(

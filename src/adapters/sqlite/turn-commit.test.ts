@@ -5,14 +5,18 @@ import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createTurnCommit } from './turn-commit.ts';
 
-describe('turn commit (SQLite)', () => {
+describe.each([
+  ['each COMMIT synced', false],
+  ['WAL synced on the thread pool', true],
+])('turn commit (SQLite, %s)', (_name, offLoop) => {
   let dir: string;
+  let file: string;
   let db: Database.Database;
   let reader: Database.Database;
 
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), 'hookrail-turn-'));
-    const file = join(dir, 'db.sqlite');
+    file = join(dir, 'db.sqlite');
     db = new Database(file);
     db.pragma('journal_mode = WAL');
     db.exec('CREATE TABLE t (v TEXT PRIMARY KEY)');
@@ -29,7 +33,7 @@ describe('turn commit (SQLite)', () => {
     (reader.prepare('SELECT v FROM t ORDER BY v').all() as Array<{ v: string }>).map((r) => r.v);
 
   it('runs the jobs of one turn in one transaction and settles them after its commit', async () => {
-    const turn = createTurnCommit(db);
+    const turn = createTurnCommit(db, offLoop ? { walFile: `${file}-wal` } : {});
     const seenByOthers: string[][] = [];
     const a = turn.submit(() => insert('a'));
     const b = turn.submit(() => {
@@ -46,7 +50,7 @@ describe('turn commit (SQLite)', () => {
   });
 
   it('a job that throws fails alone: the others of its turn are committed once each', async () => {
-    const turn = createTurnCommit(db);
+    const turn = createTurnCommit(db, offLoop ? { walFile: `${file}-wal` } : {});
     let runsOfA = 0;
     const a = turn.submit(() => {
       runsOfA++;
@@ -57,15 +61,17 @@ describe('turn commit (SQLite)', () => {
       throw new Error('job b failed');
     });
     const c = turn.submit(() => insert('c'));
-    await expect(a).resolves.toBe(1);
-    await expect(b).rejects.toThrow('job b failed');
-    await expect(c).resolves.toBe(1);
+    // A failed job is rejected at once; the others settle after the sync: take all three together.
+    const [ra, rb, rc] = await Promise.allSettled([a, b, c]);
+    expect(ra).toEqual({ status: 'fulfilled', value: 1 });
+    expect(rb).toMatchObject({ status: 'rejected', reason: { message: 'job b failed' } });
+    expect(rc).toEqual({ status: 'fulfilled', value: 1 });
     expect(committed()).toEqual(['a', 'c']); // b's insert was rolled back; a and c are not doubled
     expect(runsOfA).toBe(2); // once in the rolled-back turn, once alone
   });
 
   it('a constraint error rejects only its own job, and later turns run normally', async () => {
-    const turn = createTurnCommit(db);
+    const turn = createTurnCommit(db, offLoop ? { walFile: `${file}-wal` } : {});
     await turn.submit(() => insert('x'));
     const dup = turn.submit(() => insert('x'));
     const ok = turn.submit(() => insert('y'));
@@ -76,10 +82,44 @@ describe('turn commit (SQLite)', () => {
   });
 
   it('flush runs what is queued at once (before the database closes)', async () => {
-    const turn = createTurnCommit(db);
+    const turn = createTurnCommit(db, offLoop ? { walFile: `${file}-wal` } : {});
     const a = turn.submit(() => insert('a'));
     turn.flush();
     expect(committed()).toEqual(['a']);
     await expect(a).resolves.toBe(1);
+  });
+
+  it.runIf(offLoop)('settles only after the sync: a WAL that cannot be synced rejects the turn', async () => {
+    const turn = createTurnCommit(db, { walFile: join(dir, 'missing-wal') });
+    const a = turn.submit(() => insert('a'));
+    await expect(a).rejects.toMatchObject({ code: 'ENOENT' });
+    // Committed all the same (the caller was told it may not be durable; an idempotent retry finds it).
+    expect(committed()).toEqual(['a']);
+  });
+
+  it('leaves synchronous = FULL for every other transaction of the connection', async () => {
+    db.pragma('synchronous = FULL');
+    const turn = createTurnCommit(db, offLoop ? { walFile: `${file}-wal` } : {});
+    await turn.submit(() => {
+      // In the turn: NORMAL when the sync is the turn commit's own job.
+      expect(db.pragma('synchronous', { simple: true })).toBe(offLoop ? 1 : 2);
+      return insert('a');
+    });
+    expect(db.pragma('synchronous', { simple: true })).toBe(2);
+  });
+
+  it('flush settles every caller, including those waiting for a sync already running', async () => {
+    const turn = createTurnCommit(db, offLoop ? { walFile: `${file}-wal` } : {});
+    const a = turn.submit(() => insert('a'));
+    await new Promise<void>((resolve) => setImmediate(resolve)); // a's turn committed; its sync may be running
+    const b = turn.submit(() => insert('b'));
+    turn.flush();
+    let settled = 0;
+    a.then(() => settled++);
+    b.then(() => settled++);
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(settled).toBe(2); // before any thread-pool callback could run
+    await expect(Promise.all([a, b])).resolves.toEqual([1, 1]);
   });
 });
