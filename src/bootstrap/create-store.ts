@@ -2,12 +2,23 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { createPostgresStore } from '../adapters/postgres/postgres-store.ts';
 import { createSqliteStore } from '../adapters/sqlite/sqlite-store.ts';
+import type { WriteLock } from '../adapters/sqlite/write-lock.ts';
 import type { Config } from '../config/config.ts';
 import type { Store } from '../ports/store.ts';
 
-/** SQLite in the data directory unless DATABASE_URL selects PostgreSQL. */
-export function createStore(config: Pick<Config, 'databaseUrl' | 'dataDir'>): Store {
+/**
+ * SQLite in the data directory unless DATABASE_URL selects PostgreSQL. A second SQLite store of the same process
+ * (the pipeline thread's) shares the first one's write lock and leaves checkpoints to its thread.
+ */
+export function createStore(
+  config: Pick<Config, 'databaseUrl' | 'dataDir'>,
+  sqlite: { writeLock?: WriteLock; second?: boolean } = {},
+): Store {
   if (config.databaseUrl) return createPostgresStore({ connectionString: config.databaseUrl });
   mkdirSync(config.dataDir, { recursive: true });
-  return createSqliteStore({ filename: join(config.dataDir, 'hookrail.db') });
+  return createSqliteStore({
+    filename: join(config.dataDir, 'hookrail.db'),
+    checkpoints: sqlite.second ? 'elsewhere' : 'thread',
+    ...(sqlite.writeLock ? { writeLock: sqlite.writeLock } : {}),
+  });
 }

@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { createLocalKeyService, loadOrCreateMasterKey } from '../adapters/crypto/envelope.ts';
 import { createPromMetrics } from '../adapters/metrics/prom-metrics.ts';
+import { createWriteLock } from '../adapters/sqlite/write-lock.ts';
 import { systemClock, systemRandom } from '../adapters/system-clock.ts';
 import { buildApi } from '../api/build-api.ts';
 import { Authenticator } from '../app/auth.ts';
@@ -19,6 +20,7 @@ import type { Store } from '../ports/store.ts';
 import { loadOrCreateAdminToken } from './admin-token.ts';
 import { createDestinationChecker, createSender } from './create-sender.ts';
 import { createStore } from './create-store.ts';
+import { PIPELINE_ROLES, type PipelineThread, startPipelineThread } from './pipeline-thread.ts';
 import { VERSION } from './version.ts';
 import { createWorkers, type Workers } from './workers.ts';
 
@@ -29,6 +31,8 @@ export interface Hookrail {
   url: string | null;
   adminToken: string;
   workers: Workers;
+  /** Fan-out, delivery and maintenance run in a thread of their own (SQLite; pipeline-thread.ts), not in `workers`. */
+  pipelineThread: boolean;
   /** Stop accepting, finish in-flight commits, stop workers, close the store. */
   close(): Promise<void>;
 }
@@ -58,7 +62,17 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
   const clock = opts.clock ?? systemClock;
   const random = opts.random ?? systemRandom;
 
-  const store = opts.store ?? createStore(config);
+  // SQLite: the pipeline roles run in a thread of their own (pipeline-thread.ts) unless a test drives them here.
+  const pipelineRoles = config.roles.filter((r) => PIPELINE_ROLES.includes(r));
+  const threaded =
+    config.pipelineThread &&
+    !config.databaseUrl &&
+    !opts.store &&
+    !opts.sender &&
+    opts.startWorkers !== false &&
+    pipelineRoles.length > 0;
+  const writeLock = threaded ? createWriteLock() : undefined;
+  const store = opts.store ?? createStore(config, writeLock ? { writeLock } : {});
   await store.migrate();
   const keys = createLocalKeyService({
     masterKey: loadOrCreateMasterKey({ env: config.masterKey ?? undefined, dataDir: config.dataDir }),
@@ -66,6 +80,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
   const admin = loadOrCreateAdminToken({ env: config.adminToken, dataDir: config.dataDir });
   if (admin.created) opts.onAdminTokenCreated?.(admin.token);
 
+  let pipeline: PipelineThread | null = null;
   const now = () => clock.now();
   const roles = new Set(config.roles);
   const sender = opts.sender ?? (roles.has('delivery') ? createSender(config, clock) : null);
@@ -76,7 +91,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
   });
   const workers = createWorkers({
     metrics,
-    config,
+    config: threaded ? { ...config, roles: config.roles.filter((r) => !PIPELINE_ROLES.includes(r)) } : config,
     store,
     keys,
     clock,
@@ -92,7 +107,10 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
         idempotencyWindowMs: IDEMPOTENCY_WINDOW_MS,
         maxBatch: config.intakeMaxBatch,
         maxInFlight: store.capabilities.multiProcess ? 4 : 1,
-        onCommit: () => workers.eventsCommitted.poke(),
+        onCommit: () => {
+          workers.eventsCommitted.poke();
+          pipeline?.poke();
+        },
       })
     : null;
 
@@ -129,6 +147,18 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
     await store.deliveryExpireLeases({ now: Number.MAX_SAFE_INTEGER });
   }
   if (opts.startWorkers !== false) workers.start();
+  if (threaded && writeLock) {
+    pipeline = await startPipelineThread({
+      config: { ...config, roles: pipelineRoles },
+      lock: writeLock,
+      metrics,
+      logger: logger || null,
+      onFatal: () => {
+        process.exitCode = 1;
+        process.kill(process.pid, 'SIGTERM');
+      },
+    });
+  }
 
   let closing: Promise<void> | null = null;
   return {
@@ -137,12 +167,14 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
     url,
     adminToken: admin.token,
     workers,
+    pipelineThread: pipeline !== null,
     close: () => {
       closing ??= (async () => {
         // Fastify's close stops accepting and waits for in-flight requests, whose commits the committer finishes.
         if (app) await app.close();
         if (committer) await committer.drain();
         await workers.stop();
+        await pipeline?.stop();
         if (sender && !opts.sender) await sender.close();
         await store.close();
       })();

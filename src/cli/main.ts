@@ -51,7 +51,8 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(
       `hookrail ${VERSION} ${hookrail.url ? `listening on ${hookrail.url}` : 'running'} ` +
         `(store: ${hookrail.store.capabilities.kind}; roles: ${config.roles.join(',')}` +
-        `${config.roles.includes('delivery') ? `; lanes: ${describeLaneBinding(config.lanes)}` : ''})\n`,
+        `${config.roles.includes('delivery') ? `; lanes: ${describeLaneBinding(config.lanes)}` : ''}` +
+        `${hookrail.pipelineThread ? '; pipeline thread' : ''})\n`,
     );
     await new Promise<void>((resolve) => {
       const stop = (signal: string) => {

@@ -12,6 +12,7 @@ describe('loadConfig', () => {
       roles: ['intake', 'control', 'fanout', 'delivery', 'replay', 'maintenance'],
       leaseMs: 60_000,
       httpsOnly: false,
+      pipelineThread: true,
       lanes: null,
       sharedLanes: 8,
       laneThresholds: {

@@ -52,6 +52,8 @@ export interface Config {
   maintenanceMs: number;
   /** Deliver only to https:// URLs. */
   httpsOnly: boolean;
+  /** SQLite: run fan-out, delivery and maintenance in a thread of their own (bootstrap/pipeline-thread.ts). */
+  pipelineThread: boolean;
   /** The lanes this process's delivery role leases from (`--lanes`); null: every lane. */
   lanes: LaneBinding | null;
   /** Shared lanes endpoints are hashed onto (scheme v1, domain/lanes.ts); the same in every process. */
@@ -193,6 +195,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       86_400_000,
     ),
     httpsOnly: parseBoolean('HOOKRAIL_HTTPS_ONLY', get('HOOKRAIL_HTTPS_ONLY') ?? 'false'),
+    pipelineThread: parseBoolean('HOOKRAIL_PIPELINE_THREAD', get('HOOKRAIL_PIPELINE_THREAD') ?? 'true'),
     ...loadLaneConfig(get),
   };
 }

@@ -23,10 +23,12 @@ import type {
   TenantRecord,
 } from '../../ports/store.ts';
 import { StoreUnavailableError } from '../../ports/store.ts';
+import { BACKSTOP_PAGES, type Checkpointer, startCheckpointer } from './checkpointer.ts';
 import { createSqliteDeliveryStore } from './delivery-store.ts';
 import { createSqliteOperationsStore } from './operations-store.ts';
 import { page } from './rows.ts';
 import { createTurnCommit } from './turn-commit.ts';
+import type { WriteLock } from './write-lock.ts';
 
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 
@@ -65,6 +67,14 @@ const eventFromRow = (r: Row): EventRecord => ({
 export interface SqliteStoreOptions {
   /** File path, or ':memory:' for throwaway stores. */
   filename: string;
+  /** Shared with another thread's store on the same file (write-lock.ts). */
+  writeLock?: WriteLock;
+  /**
+   * Who checkpoints the WAL: this connection inside its COMMITs (default, SQLite's own rule), a thread this store
+   * starts (`thread`: checkpointer.ts), or the thread of another store on the same file (`elsewhere`). With
+   * either of the last two this connection checkpoints itself only past BACKSTOP_PAGES.
+   */
+  checkpoints?: 'commit' | 'thread' | 'elsewhere';
 }
 
 export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsStore {
@@ -173,7 +183,20 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
   };
 
   const inMemory = opts.filename === ':memory:' || opts.filename === '';
-  const turn = createTurnCommit(db, inMemory ? {} : { walFile: `${opts.filename}-wal` });
+  const turn = createTurnCommit(db, {
+    ...(inMemory ? {} : { walFile: `${opts.filename}-wal` }),
+    ...(opts.writeLock ? { lock: opts.writeLock } : {}),
+  });
+  let checkpointer: Checkpointer | null = null;
+  if (opts.checkpoints && opts.checkpoints !== 'commit' && !inMemory) {
+    db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
+  }
+  if (opts.checkpoints === 'thread' && !inMemory) {
+    checkpointer = startCheckpointer(opts.filename, (message) => {
+      // A failed pass is retried by the next; the writers' backstop keeps the WAL bounded meanwhile.
+      process.emitWarning(`SQLite checkpoint failed: ${message}`);
+    });
+  }
   const { refreshDue, ...deliveryStore } = createSqliteDeliveryStore(db, st, turn);
   const delivery = { ...deliveryStore, ...createSqliteOperationsStore(db, st, refreshDue) };
   const guarded = Object.fromEntries(
@@ -194,6 +217,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
     close: async () => {
       if (!db.open) return;
       turn.flush();
+      await checkpointer?.close();
       db.close();
     },
 

@@ -37,6 +37,7 @@
 import { closeSync, fdatasync, fdatasyncSync, fsyncSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
+import type { WriteLock } from './write-lock.ts';
 
 interface Job {
   run: () => unknown;
@@ -47,6 +48,12 @@ interface Job {
 export interface TurnCommitOptions {
   /** The database's WAL file (`<file>-wal`): sync it off the event loop. Absent: every COMMIT syncs itself. */
   walFile?: string;
+  /**
+   * A lock shared with the turn commit of another thread's connection to the same file (writeLock.ts): taken
+   * around each turn's transaction, so the two hand SQLite's write lock to each other at once instead of through
+   * SQLite's busy handler, which sleeps 1 ms and more per retry.
+   */
+  lock?: WriteLock;
 }
 
 export interface TurnCommit {
@@ -123,9 +130,11 @@ export function createTurnCommit(db: Database.Database, opts: TurnCommitOptions 
     let results: unknown[];
     try {
       if (walFile) db.pragma('synchronous = NORMAL');
+      opts.lock?.acquire();
       try {
         results = runAll.immediate(jobs);
       } finally {
+        opts.lock?.release();
         if (walFile) db.pragma('synchronous = FULL');
       }
     } catch (err) {

@@ -1,0 +1,63 @@
+import { Worker } from 'node:worker_threads';
+import { describe, expect, it } from 'vitest';
+import { createWriteLock } from './write-lock.ts';
+
+// The other thread runs the same protocol as write-lock.ts (plain JavaScript: eval'd workers have no TS loader).
+const OTHER_THREAD = `
+const { workerData, parentPort } = require('node:worker_threads');
+const cell = new Int32Array(workerData.lock, 0, 1);
+const counter = new Int32Array(workerData.counter, 0, 1);
+const go = new Int32Array(workerData.counter, 4, 1);
+parentPort.postMessage('ready');
+Atomics.wait(go, 0, 0); // both threads start together, so their rounds overlap
+for (let i = 0; i < workerData.rounds; i++) {
+  while (Atomics.compareExchange(cell, 0, 0, 1) !== 0) Atomics.wait(cell, 0, 1, 50);
+  const v = counter[0]; // a read-modify-write that only the lock keeps from losing updates
+  for (let k = 0; k < 50; k++) Atomics.load(counter, 0);
+  counter[0] = v + 1;
+  Atomics.store(cell, 0, 0);
+  Atomics.notify(cell, 0, 1);
+}
+parentPort.postMessage('done');
+`;
+
+describe('write lock (between threads)', () => {
+  it('excludes the other thread: no increment under the lock is lost', async () => {
+    const lock = createWriteLock();
+    const counterBuffer = new SharedArrayBuffer(8);
+    const counter = new Int32Array(counterBuffer, 0, 1);
+    const go = new Int32Array(counterBuffer, 4, 1);
+    const rounds = 20_000;
+    const worker = new Worker(OTHER_THREAD, {
+      eval: true,
+      workerData: { lock: lock.buffer, counter: counterBuffer, rounds },
+    });
+    const done = new Promise((resolve, reject) => {
+      worker.on('message', (m) => m === 'done' && resolve(m));
+      worker.on('error', reject);
+    });
+    await new Promise((resolve) => worker.once('message', resolve)); // ready
+    Atomics.store(go, 0, 1);
+    Atomics.notify(go, 0);
+    for (let i = 0; i < rounds; i++) {
+      lock.acquire();
+      const v = counter[0] as number;
+      for (let k = 0; k < 50; k++) Atomics.load(counter, 0);
+      counter[0] = v + 1;
+      lock.release();
+    }
+    await done;
+    await worker.terminate();
+    expect(counter[0]).toBe(2 * rounds);
+  });
+
+  it('a second lock on the same memory is the same lock', () => {
+    const a = createWriteLock();
+    const b = createWriteLock(a.buffer);
+    a.acquire();
+    expect(Atomics.load(new Int32Array(b.buffer), 0)).toBe(1);
+    a.release();
+    b.acquire(); // free again: returns at once
+    b.release();
+  });
+});

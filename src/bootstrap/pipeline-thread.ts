@@ -1,0 +1,91 @@
+/**
+ * The pipeline roles (fan-out, delivery, maintenance) in a worker thread of their own, for SQLite (one process).
+ *
+ * Why: better-sqlite3 and the HTTP work of both planes share one event loop, so a single-process deployment used
+ * one core. With the pipeline in its own thread, the API thread takes events (HTTP, validation, the group commit)
+ * while the pipeline thread fans out, leases, sends and records attempts: two cores. Each thread has its own
+ * connection to the same file; their turn commits share a write lock (adapters/sqlite/write-lock.ts). Intake also
+ * stops competing with delivery for its event loop, so a 202's latency no longer depends on the delivery load.
+ *
+ * Wiring: the API thread pokes the pipeline after each commit of events (as the in-process signal did); the
+ * pipeline forwards its metrics (attempts recorded, lane moves) to the API thread, which serves /metrics. The
+ * thread exits with the process: a kill -9 takes both, and the next start returns the leases left behind.
+ * An error that stops the thread stops the process (a supervisor restarts it), rather than leaving an API that
+ * accepts events no one delivers.
+ */
+import { Worker } from 'node:worker_threads';
+import type { Logger } from 'pino';
+import type { WriteLock } from '../adapters/sqlite/write-lock.ts';
+import type { Config, Role } from '../config/config.ts';
+import type { Metrics } from '../ports/metrics.ts';
+import type { PipelineMessage, PipelineThreadData } from './pipeline-thread-main.ts';
+
+/** The roles that run in the pipeline thread. */
+export const PIPELINE_ROLES: readonly Role[] = ['fanout', 'delivery', 'maintenance'];
+
+export interface PipelineThread {
+  /** New events were committed: wake fan-out. */
+  poke(): void;
+  /** Stops the loops (in-flight attempts finish and are recorded), closes the thread's store. */
+  stop(): Promise<void>;
+}
+
+export async function startPipelineThread(deps: {
+  config: Config;
+  lock: WriteLock;
+  metrics: Metrics;
+  logger: Logger | null;
+  onFatal: (err: unknown) => void;
+}): Promise<PipelineThread> {
+  const data: PipelineThreadData = {
+    config: deps.config,
+    lockBuffer: deps.lock.buffer,
+    tsxApi: import.meta.resolve('tsx/esm/api'),
+    entry: new URL('./pipeline-thread-main.ts', import.meta.url).href,
+  };
+  // The sources are TypeScript run through tsx's loader, which is registered per thread.
+  const worker = new Worker(
+    `const { workerData } = require('node:worker_threads');
+     import(workerData.tsxApi).then((tsx) => { tsx.register(); return import(workerData.entry); });`,
+    { eval: true, workerData: data },
+  );
+  let stopping = false;
+  let stopped: () => void = () => {};
+  const done = new Promise<void>((resolve) => {
+    stopped = resolve;
+  });
+  const ready = new Promise<void>((resolve, reject) => {
+    worker.on('message', (m: PipelineMessage) => {
+      if (m.kind === 'ready') resolve();
+      else if (m.kind === 'stopped') stopped();
+      else if (m.kind === 'metrics') {
+        for (const a of m.attempts) deps.metrics.attemptRecorded(a);
+        for (const l of m.laneMoves) deps.metrics.laneMoved(l);
+      }
+    });
+    worker.on('error', (err) => {
+      reject(err);
+      deps.logger?.fatal({ err }, 'pipeline thread failed');
+      deps.onFatal(err);
+    });
+    worker.on('exit', (code) => {
+      stopped();
+      if (!stopping) {
+        const err = new Error(`pipeline thread exited (code ${code})`);
+        reject(err);
+        deps.onFatal(err);
+      }
+    });
+  });
+  await ready;
+  return {
+    poke: () => worker.postMessage('poke'),
+    async stop() {
+      if (stopping) return done;
+      stopping = true;
+      worker.postMessage('stop');
+      await done;
+      await worker.terminate();
+    },
+  };
+}

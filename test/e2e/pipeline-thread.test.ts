@@ -1,0 +1,99 @@
+/**
+ * The SQLite pipeline thread (src/bootstrap/pipeline-thread.ts) in a real `hookrail start`: events taken by the API
+ * thread reach the receiver through the pipeline thread, its attempts show on the API thread's /metrics, a SIGTERM
+ * lets in-flight attempts finish and be recorded, and the same runs with the thread switched off.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  createEndpoint,
+  createTenant,
+  printWorkerOutputOnFailure,
+  sqliteLeaseState,
+  startHookrailProcess,
+} from '../support/delivery-e2e.ts';
+import { useHookrailProcesses } from '../support/hookrail-process.ts';
+import { http } from '../support/intake-load.ts';
+import { Receiver } from '../support/receiver.ts';
+import { waitFor } from '../support/wait.ts';
+
+const ADMIN_TOKEN = `hka_${'p'.repeat(43)}`;
+const EVENTS = 60;
+
+useHookrailProcesses();
+printWorkerOutputOnFailure();
+
+describe.each([
+  ['pipeline thread', 'true'],
+  ['one thread', 'false'],
+])('SQLite, %s', (_name, threaded) => {
+  it('delivers every event, counts its attempts on /metrics, and stops cleanly', {
+    timeout: 60_000,
+  }, async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'hookrail-pipeline-'));
+    const receiver = await Receiver.start();
+    // Slow answers, so that attempts are in flight when SIGTERM comes.
+    receiver.answer(() => ({ status: 204, delayMs: 150 }));
+    try {
+      const p = await startHookrailProcess({
+        env: {
+          HOOKRAIL_DATA_DIR: dataDir,
+          HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
+          HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
+          HOOKRAIL_PIPELINE_THREAD: threaded,
+        },
+      });
+      expect(p.stdout.includes('; pipeline thread)')).toBe(threaded === 'true');
+      const base = p.url as string;
+      const { tenantId, tenantKey, producerKey } = await createTenant(base, ADMIN_TOKEN);
+      await createEndpoint(base, tenantKey, receiver.url('/a'));
+      await createEndpoint(base, tenantKey, receiver.url('/b'));
+
+      const ids: string[] = [];
+      for (let i = 0; i < EVENTS; i++) {
+        const res = await http(base, {
+          path: '/v1/events',
+          token: producerKey,
+          body: { tenant_id: tenantId, type: 'order.created', data: { i } },
+        });
+        expect(res.status).toBe(202);
+        ids.push(res.body.id);
+      }
+      await waitFor(() => receiver.received().length >= EVENTS, 20_000, 'half of the deliveries');
+      const exit = await p.kill('SIGTERM'); // while the rest are in flight or queued
+      expect(exit).toEqual({ code: 0, signal: null });
+
+      // Whatever was sent was recorded before the exit; nothing is left leased.
+      const state = sqliteLeaseState(dataDir);
+      expect(state.leased).toEqual([]);
+      expect(state.inflight).toEqual([]);
+
+      // Restart and let the rest go out; then /metrics counts this process's attempts.
+      const q = await startHookrailProcess({
+        env: {
+          HOOKRAIL_DATA_DIR: dataDir,
+          HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
+          HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
+          HOOKRAIL_PIPELINE_THREAD: threaded,
+        },
+      });
+      const before = receiver.received().length;
+      const distinct = () => new Set(receiver.received().map((r) => r.headers['webhook-id'])).size;
+      await waitFor(() => distinct() === 2 * EVENTS, 20_000, 'every delivery');
+      const sentByQ = receiver.received().length - before;
+      expect(sentByQ).toBeGreaterThan(0);
+      const deliveredOnMetrics = async () => {
+        const text = await fetch(`${q.url}/metrics`).then((r) => r.text());
+        const m = /^hookrail_attempts_total\{outcome="delivered"[^}]*\} (\d+)$/m.exec(text);
+        return m ? Number(m[1]) : 0;
+      };
+      await waitFor(async () => (await deliveredOnMetrics()) >= sentByQ, 10_000, 'the attempts on /metrics');
+      expect(await q.kill('SIGTERM')).toEqual({ code: 0, signal: null });
+    } finally {
+      await receiver.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
