@@ -5,8 +5,12 @@
 export class Signal {
   private waiters: Array<() => void> = [];
 
+  /** `onPoke`: also tell a loop elsewhere (another thread) at each poke. */
+  constructor(private readonly onPoke: (() => void) | null = null) {}
+
   poke(): void {
     for (const w of this.waiters.splice(0)) w();
+    this.onPoke?.();
   }
 
   /** Resolves at the next poke or after `ms`, whichever is first. */

@@ -76,7 +76,7 @@ if (port) {
     metrics,
   });
   port.on('message', (m: unknown) => {
-    if (m === 'poke') workers.eventsCommitted.poke();
+    if (m === 'poke') workers.deliveriesCreated.poke();
     else if (m === 'stop') {
       void (async () => {
         await workers.stop();

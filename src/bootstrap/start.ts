@@ -31,7 +31,7 @@ export interface Hookrail {
   url: string | null;
   adminToken: string;
   workers: Workers;
-  /** Fan-out, delivery and maintenance run in a thread of their own (SQLite; pipeline-thread.ts), not in `workers`. */
+  /** Delivery and maintenance run in a thread of their own (SQLite; pipeline-thread.ts), not in `workers`. */
   pipelineThread: boolean;
   /** Stop accepting, finish in-flight commits, stop workers, close the store. */
   close(): Promise<void>;
@@ -99,6 +99,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
     logger: logger || null,
     sender,
     userAgent: `Hookrail/${VERSION}`,
+    onDeliveriesCreated: () => pipeline?.poke(),
   });
   const committer = roles.has('intake')
     ? new GroupCommitter({
@@ -107,10 +108,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
         idempotencyWindowMs: IDEMPOTENCY_WINDOW_MS,
         maxBatch: config.intakeMaxBatch,
         maxInFlight: store.capabilities.multiProcess ? 4 : 1,
-        onCommit: () => {
-          workers.eventsCommitted.poke();
-          pipeline?.poke();
-        },
+        onCommit: () => workers.eventsCommitted.poke(),
       })
     : null;
 

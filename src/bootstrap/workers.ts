@@ -17,6 +17,8 @@ import { Maintenance } from '../worker/maintenance.ts';
 export interface Workers {
   /** Poke after events were committed in this process. */
   eventsCommitted: Signal;
+  /** Poked by fan-out when it created deliveries (and from another thread's fan-out). */
+  deliveriesCreated: Signal;
   fanout: FanoutWorker | null;
   delivery: DeliveryWorker | null;
   maintenance: Maintenance | null;
@@ -34,11 +36,13 @@ export function createWorkers(deps: {
   sender: HttpSender | null;
   userAgent: string;
   metrics: Metrics | null;
+  /** Called whenever this process's fan-out created deliveries (to wake a delivery role in another thread). */
+  onDeliveriesCreated?: () => void;
 }): Workers {
   const { config, store, clock, random, logger } = deps;
   const roles = new Set(config.roles);
   const eventsCommitted = new Signal();
-  const deliveriesCreated = new Signal();
+  const deliveriesCreated = new Signal(deps.onDeliveriesCreated ?? null);
 
   const fanout = roles.has('fanout')
     ? new FanoutWorker({
@@ -93,6 +97,7 @@ export function createWorkers(deps: {
 
   return {
     eventsCommitted,
+    deliveriesCreated,
     fanout,
     delivery,
     maintenance,
