@@ -54,6 +54,13 @@ export async function startPipelineThread(deps: {
     { eval: true, workerData: data },
   );
   let stopping = false;
+  let failed = false;
+  const fail = (err: unknown) => {
+    if (failed) return; // an 'error' is followed by an 'exit'
+    failed = true;
+    deps.logger?.fatal({ err }, 'pipeline thread failed');
+    deps.onFatal(err);
+  };
   let stopped: () => void = () => {};
   const done = new Promise<void>((resolve) => {
     stopped = resolve;
@@ -69,15 +76,14 @@ export async function startPipelineThread(deps: {
     });
     worker.on('error', (err) => {
       reject(err);
-      deps.logger?.fatal({ err }, 'pipeline thread failed');
-      deps.onFatal(err);
+      fail(err);
     });
     worker.on('exit', (code) => {
       stopped();
       if (!stopping) {
         const err = new Error(`pipeline thread exited (code ${code})`);
         reject(err);
-        deps.onFatal(err);
+        fail(err);
       }
     });
   });

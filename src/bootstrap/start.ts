@@ -52,6 +52,11 @@ export interface StartOptions {
   destinations?: DestinationChecker;
   /** Do not start the background loops (tests drive them step by step). */
   startWorkers?: boolean;
+  /**
+   * The pipeline thread (SQLite) stopped on an error: the process should shut down (the CLI stops gracefully and
+   * exits 1). Default: log it.
+   */
+  onFatal?: (err: unknown) => void;
   /** Called once with a generated operator token (printed by the CLI). */
   onAdminTokenCreated?: (token: string) => void;
 }
@@ -146,16 +151,20 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
   }
   if (opts.startWorkers !== false) workers.start();
   if (threaded && writeLock) {
-    pipeline = await startPipelineThread({
-      config: { ...config, roles: pipelineRoles },
-      lock: writeLock,
-      metrics,
-      logger: logger || null,
-      onFatal: () => {
-        process.exitCode = 1;
-        process.kill(process.pid, 'SIGTERM');
-      },
-    });
+    try {
+      pipeline = await startPipelineThread({
+        config: { ...config, roles: pipelineRoles },
+        lock: writeLock,
+        metrics,
+        logger: logger || null,
+        onFatal: (err) => opts.onFatal?.(err),
+      });
+    } catch (err) {
+      await app?.close();
+      await workers.stop();
+      await store.close();
+      throw err;
+    }
   }
 
   let closing: Promise<void> | null = null;

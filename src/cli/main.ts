@@ -41,8 +41,15 @@ async function main(argv: string[]): Promise<number> {
   }
 
   if (command === 'start') {
+    let exitCode = 0;
+    let stopOnFatal: ((reason: string) => void) | null = null;
     const hookrail = await startHookrail({
       config,
+      onFatal: (err) => {
+        process.stderr.write(`error: ${String(err)}; stopping\n`);
+        exitCode = 1;
+        stopOnFatal?.('pipeline thread failed');
+      },
       onAdminTokenCreated: (token) =>
         process.stdout.write(
           `\nOperator token (shown once; also stored in ${config.dataDir}/admin-token):\n\n  ${token}\n\n`,
@@ -55,17 +62,21 @@ async function main(argv: string[]): Promise<number> {
         `${hookrail.pipelineThread ? '; pipeline thread' : ''})\n`,
     );
     await new Promise<void>((resolve) => {
+      let stopping = false;
       const stop = (signal: string) => {
+        if (stopping) return;
+        stopping = true;
         process.stdout.write(`${signal}: stopping (finishing in-flight work)\n`);
         hookrail.close().then(resolve, (err) => {
           process.stderr.write(`error while stopping: ${String(err)}\n`);
           resolve();
         });
       };
+      stopOnFatal = stop;
       process.once('SIGTERM', () => stop('SIGTERM'));
       process.once('SIGINT', () => stop('SIGINT'));
     });
-    return 0;
+    return exitCode;
   }
 
   process.stderr.write(`unknown command "${command}"\n\n${USAGE}`);
