@@ -88,7 +88,8 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
   let pipeline: PipelineThread | null = null;
   const now = () => clock.now();
   const roles = new Set(config.roles);
-  const sender = opts.sender ?? (roles.has('delivery') ? createSender(config, clock) : null);
+  // The pipeline thread builds its own sender.
+  const sender = opts.sender ?? (roles.has('delivery') && !threaded ? createSender(config, clock) : null);
   const metrics = createPromMetrics({
     queueStats: () => store.queueStats(),
     laneStats: () => store.laneStats(),

@@ -5,9 +5,11 @@
  * (`eventInsertBatch`, fan-out, lease, completion, circuit-open pass, lease expiry) share one transaction per
  * event-loop turn (turn-commit.ts): one WAL append for every stage's batch of that turn, synced on the thread pool
  * (group commit) before any of them settles.
- * better-sqlite3 is synchronous: every method runs to completion on the event loop, so transactions never
- * interleave and no locking emulation is needed. What SQLite lacks and is emulated here:
- *   - `FOR UPDATE SKIP LOCKED` is unnecessary (one process, serial transactions);
+ * better-sqlite3 is synchronous: every method runs to completion on the event loop, so a connection's transactions
+ * never interleave. A second connection (the pipeline thread's, bootstrap/pipeline-thread.ts) writes in IMMEDIATE
+ * transactions too, so writers are serialised by SQLite and every transaction reads what the other committed; the
+ * two turn commits share a write lock (write-lock.ts). What SQLite lacks and is emulated here:
+ *   - `FOR UPDATE SKIP LOCKED` is unnecessary (one process, serial write transactions);
  *   - there is no BIGINT/boolean: times are INTEGER milliseconds, flags are 0/1.
  */
 import { readdirSync, readFileSync } from 'node:fs';

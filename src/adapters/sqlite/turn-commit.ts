@@ -49,7 +49,7 @@ export interface TurnCommitOptions {
   /** The database's WAL file (`<file>-wal`): sync it off the event loop. Absent: every COMMIT syncs itself. */
   walFile?: string;
   /**
-   * A lock shared with the turn commit of another thread's connection to the same file (writeLock.ts): taken
+   * A lock shared with the turn commit of another thread's connection to the same file (write-lock.ts): taken
    * around each turn's transaction, so the two hand SQLite's write lock to each other at once instead of through
    * SQLite's busy handler, which sleeps 1 ms and more per retry.
    */
