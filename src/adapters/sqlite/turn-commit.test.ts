@@ -97,6 +97,14 @@ describe.each([
     expect(committed()).toEqual(['a']);
   });
 
+  it.runIf(offLoop)('a turn that changed no row is answered without waiting for a sync', async () => {
+    const turn = createTurnCommit(db, { walFile: join(dir, 'missing-wal') });
+    const read = turn.submit(() => db.prepare('SELECT count(*) AS n FROM t').get());
+    await expect(read).resolves.toEqual({ n: 0 }); // no sync was tried: the missing WAL would have rejected it
+    const write = turn.submit(() => insert('a'));
+    await expect(write).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
   it('leaves synchronous = FULL for every other transaction of the connection', async () => {
     db.pragma('synchronous = FULL');
     const turn = createTurnCommit(db, offLoop ? { walFile: `${file}-wal` } : {});

@@ -72,6 +72,9 @@ export function createTurnCommit(db: Database.Database, opts: TurnCommitOptions 
   const { walFile } = opts;
 
   const runAll = db.transaction((jobs: Job[]) => jobs.map((job) => job.run()));
+  // Rows changed by this connection so far: a turn that changed none wrote no WAL frame and needs no sync (a lease
+  // that found nothing — most turns below saturation).
+  const totalChanges = db.prepare('SELECT total_changes()').pluck();
 
   // Committed, not yet synced: settled by the next sync.
   let unsynced: Settle[] = [];
@@ -128,11 +131,15 @@ export function createTurnCommit(db: Database.Database, opts: TurnCommitOptions 
 
   const commit = (jobs: Job[], settles: Settle[]) => {
     let results: unknown[];
+    let wrote = true;
     try {
+      // Not a prepared statement kept for reuse: SQLite applies this pragma when it compiles it, not when it runs.
       if (walFile) db.pragma('synchronous = NORMAL');
       opts.lock?.acquire();
       try {
+        const before = walFile ? (totalChanges.get() as number) : 0;
         results = runAll.immediate(jobs);
+        if (walFile) wrote = (totalChanges.get() as number) !== before;
       } finally {
         opts.lock?.release();
         if (walFile) db.pragma('synchronous = FULL');
@@ -146,7 +153,8 @@ export function createTurnCommit(db: Database.Database, opts: TurnCommitOptions 
     for (let i = 0; i < jobs.length; i++) {
       const job = jobs[i] as Job;
       const value = results[i];
-      settles.push((syncError) => (syncError ? job.reject(syncError) : job.resolve(value)));
+      if (!wrote) job.resolve(value);
+      else settles.push((syncError) => (syncError ? job.reject(syncError) : job.resolve(value)));
     }
   };
 
