@@ -150,6 +150,20 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
   if (!store.capabilities.multiProcess && roles.has('delivery')) {
     await store.deliveryExpireLeases({ now: Number.MAX_SAFE_INTEGER });
   }
+  let closing: Promise<void> | null = null;
+  const close = () => {
+    closing ??= (async () => {
+      // Fastify's close stops accepting and waits for in-flight requests, whose commits the committer finishes.
+      if (app) await app.close();
+      if (committer) await committer.drain();
+      await workers.stop();
+      await pipeline?.stop();
+      if (sender && !opts.sender) await sender.close();
+      await store.close();
+    })();
+    return closing;
+  };
+
   if (opts.startWorkers !== false) workers.start();
   if (threaded && writeLock) {
     try {
@@ -161,14 +175,11 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
         onFatal: (err) => opts.onFatal?.(err),
       });
     } catch (err) {
-      await app?.close();
-      await workers.stop();
-      await store.close();
+      await close();
       throw err;
     }
   }
 
-  let closing: Promise<void> | null = null;
   return {
     app,
     store,
@@ -176,17 +187,6 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
     adminToken: admin.token,
     workers,
     pipelineThread: pipeline !== null,
-    close: () => {
-      closing ??= (async () => {
-        // Fastify's close stops accepting and waits for in-flight requests, whose commits the committer finishes.
-        if (app) await app.close();
-        if (committer) await committer.drain();
-        await workers.stop();
-        await pipeline?.stop();
-        if (sender && !opts.sender) await sender.close();
-        await store.close();
-      })();
-      return closing;
-    },
+    close,
   };
 }

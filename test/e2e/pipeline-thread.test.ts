@@ -33,17 +33,18 @@ describe.each([
     timeout: 60_000,
   }, async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'hookrail-pipeline-'));
+    const env = {
+      HOOKRAIL_DATA_DIR: dataDir,
+      HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
+      HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
+      HOOKRAIL_PIPELINE_THREAD: threaded,
+    };
     const receiver = await Receiver.start();
     // Slow answers, so that attempts are in flight when SIGTERM comes.
     receiver.answer(() => ({ status: 204, delayMs: 150 }));
     try {
       const p = await startHookrailProcess({
-        env: {
-          HOOKRAIL_DATA_DIR: dataDir,
-          HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
-          HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
-          HOOKRAIL_PIPELINE_THREAD: threaded,
-        },
+        env,
       });
       expect(p.stdout.includes('; pipeline thread)')).toBe(threaded === 'true');
       const base = p.url as string;
@@ -72,12 +73,7 @@ describe.each([
 
       // Restart and let the rest go out; then /metrics counts this process's attempts.
       const q = await startHookrailProcess({
-        env: {
-          HOOKRAIL_DATA_DIR: dataDir,
-          HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
-          HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
-          HOOKRAIL_PIPELINE_THREAD: threaded,
-        },
+        env,
       });
       const before = receiver.received().length;
       const distinct = () => new Set(receiver.received().map((r) => r.headers['webhook-id'])).size;

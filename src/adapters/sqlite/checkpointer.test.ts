@@ -2,17 +2,8 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../../../test/support/wait.ts';
 import { createSqliteStore } from './sqlite-store.ts';
-
-/** Pages in the WAL that no checkpoint has copied yet, as a PASSIVE checkpoint of a fresh connection reports. */
-async function waitFor(check: () => boolean, ms: number): Promise<boolean> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return check();
-}
 
 describe('WAL checkpoints on their own thread (SQLite)', () => {
   let dir: string;
@@ -49,7 +40,7 @@ describe('WAL checkpoints on their own thread (SQLite)', () => {
     const before = statSync(file).size;
     await fill(store);
     // The writer's own checkpoint would only start past 10,000 pages: growth of the file is the thread's work.
-    expect(await waitFor(() => statSync(file).size > before + 4_000_000, 5_000)).toBe(true);
+    expect(await waitFor(() => statSync(file).size > before + 4_000_000, 5_000, 'the copy')).toBe(true);
     await store.close();
   });
 

@@ -25,7 +25,7 @@ import type {
   TenantRecord,
 } from '../../ports/store.ts';
 import { StoreUnavailableError } from '../../ports/store.ts';
-import { BACKSTOP_PAGES, type Checkpointer, startCheckpointer } from './checkpointer.ts';
+import { BACKSTOP_PAGES, startCheckpointer } from './checkpointer.ts';
 import { createSqliteDeliveryStore } from './delivery-store.ts';
 import { createSqliteOperationsStore } from './operations-store.ts';
 import { page } from './rows.ts';
@@ -189,16 +189,15 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
     ...(inMemory ? {} : { walFile: `${opts.filename}-wal` }),
     ...(opts.writeLock ? { lock: opts.writeLock } : {}),
   });
-  let checkpointer: Checkpointer | null = null;
-  if (opts.checkpoints && opts.checkpoints !== 'commit' && !inMemory) {
-    db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
-  }
-  if (opts.checkpoints === 'thread' && !inMemory) {
-    checkpointer = startCheckpointer(opts.filename, (message) => {
-      // A failed pass is retried by the next; the writers' backstop keeps the WAL bounded meanwhile.
-      process.emitWarning(`SQLite checkpoint failed: ${message}`);
-    });
-  }
+  const checkpoints = inMemory ? 'commit' : (opts.checkpoints ?? 'commit');
+  if (checkpoints !== 'commit') db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
+  const checkpointer =
+    checkpoints === 'thread'
+      ? startCheckpointer(opts.filename, (message) => {
+          // A failed pass is retried by the next; the writers' backstop keeps the WAL bounded meanwhile.
+          process.emitWarning(`SQLite checkpoint failed: ${message}`);
+        })
+      : null;
   const { refreshDue, ...deliveryStore } = createSqliteDeliveryStore(db, st, turn);
   const delivery = { ...deliveryStore, ...createSqliteOperationsStore(db, st, refreshDue) };
   const guarded = Object.fromEntries(
