@@ -26,7 +26,7 @@ export function createSkipBlocked(
       `SELECT q.endpoint_id, q.inflight, q.runtime, e.ordering, e.url, e.tenant_id
            FROM endpoint_queue q INDEXED BY endpoint_queue_blocked JOIN endpoints e ON e.id = q.endpoint_id
           WHERE q.blocked_until > ? AND q.next_due_at <= ? ${laneCondition(lanes)}
-          ORDER BY q.blocked_until, q.endpoint_id LIMIT ?`,
+          ORDER BY q.blocked_until, q.endpoint_id LIMIT ? + 0`,
     ).all(now, now, limit) as Row[];
     const out: SkipCompletion[] = [];
     for (const c of blocked) {

@@ -16,7 +16,7 @@ export function createDeliveryReads(
       const s = status ? { sql: ' AND status = ?', args: [status] } : { sql: '', args: [] };
       const c = cursor ? { sql: ' AND id < ?', args: [cursor] } : { sql: '', args: [] };
       const rows = st(
-        `SELECT * FROM deliveries WHERE endpoint_id = ?${t.sql}${s.sql}${c.sql} ORDER BY id DESC LIMIT ?`,
+        `SELECT * FROM deliveries WHERE endpoint_id = ?${t.sql}${s.sql}${c.sql} ORDER BY id DESC LIMIT ? + 0`,
       ).all(endpointId, ...t.args, ...s.args, ...c.args, limit + 1) as Row[];
       return page(rows.map(deliveryFromRow), limit);
     },

@@ -96,7 +96,7 @@ export function createEndpointsStore(
       const t = tenantClause(tenantId);
       const c = cursor ? { sql: ' AND id < ?', args: [cursor] } : { sql: '', args: [] };
       const rows = st(
-        `SELECT * FROM endpoints WHERE deleted_at IS NULL${t.sql}${c.sql} ORDER BY id DESC LIMIT ?`,
+        `SELECT * FROM endpoints WHERE deleted_at IS NULL${t.sql}${c.sql} ORDER BY id DESC LIMIT ? + 0`,
       ).all(...t.args, ...c.args, limit + 1) as Row[];
       return page(rows.map(endpointFromRow), limit);
     },

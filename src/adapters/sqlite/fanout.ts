@@ -16,7 +16,7 @@ export function createFanout(st: St) {
   const fanout = (now: number, limit: number, ids: { delivery(): string; webhookId(): string }) => {
     const pending = st(
       `SELECT f.event_seq, e.id, e.tenant_id, e.type, e.resource_id FROM fanout_pending f
-       JOIN events e ON e.seq = f.event_seq ORDER BY f.event_seq LIMIT ?`,
+       JOIN events e ON e.seq = f.event_seq ORDER BY f.event_seq LIMIT ? + 0`,
     ).all(limit) as Row[];
     if (pending.length === 0) return { events: 0, deliveries: 0 };
     const endpointsByTenant = new Map<string, Subscription[]>();

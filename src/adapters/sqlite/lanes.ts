@@ -27,7 +27,7 @@ export function createSqliteLanes(
         `SELECT q.endpoint_id, q.lane, q.lane_since, q.lane_scheme, q.volume_window_start, q.volume_count,
                 q.volume_previous, e.status,
                 (SELECT count(*) FROM (SELECT 1 FROM deliveries d WHERE d.endpoint_id = q.endpoint_id
-                                         AND d.status = 'pending' LIMIT @cap)) AS backlog,
+                                         AND d.status = 'pending' LIMIT @cap + 0)) AS backlog,
                 ${DRAINING} AS draining
            FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
           WHERE e.deleted_at IS NULL

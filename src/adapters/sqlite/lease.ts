@@ -53,7 +53,7 @@ export function dueRows(st: St, c: Row, now: number, room: number, withEvent: bo
          SELECT 1 FROM deliveries x WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
            AND x.status = 'pending' AND x.resource_id IS NOT NULL
            AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL)))
-     ORDER BY d.next_attempt_at LIMIT ?`,
+     ORDER BY d.next_attempt_at LIMIT ? + 0`,
   ).all(c.endpoint_id, now, c.ordering === 'resource' ? 1 : 0, room) as Row[];
 }
 
@@ -82,7 +82,7 @@ export function createLease(st: St, refreshDue: RefreshDue) {
            FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
            WHERE q.next_due_at <= ? AND (q.blocked_until IS NULL OR q.blocked_until <= ?) AND q.inflight < e.max_concurrency ${inLanes}
              AND (q.last_served_at > ? OR (q.last_served_at = ? AND q.endpoint_id > ?))
-           ORDER BY q.last_served_at, q.endpoint_id LIMIT ?`,
+           ORDER BY q.last_served_at, q.endpoint_id LIMIT ? + 0`,
       ).all(now, now, after[0], after[0], after[1], want) as Row[];
       for (const c of batch) {
         const runtime = parseRuntime((c.runtime as string | null) ?? null);

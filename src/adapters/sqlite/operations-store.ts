@@ -362,7 +362,7 @@ export function createSqliteOperationsStore(
         .transaction(() => {
           const rows = st(
             `SELECT * FROM notifications WHERE status = 'pending' AND next_attempt_at <= ?
-           ORDER BY next_attempt_at LIMIT ?`,
+           ORDER BY next_attempt_at LIMIT ? + 0`,
           ).all(now, limit) as Row[];
           const claim = st(
             'UPDATE notifications SET next_attempt_at = ?, attempts = attempts + 1 WHERE id = ?',
@@ -402,7 +402,7 @@ export function createSqliteOperationsStore(
         args.push(cursor);
       }
       const rows = st(
-        `SELECT * FROM notifications ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`,
+        `SELECT * FROM notifications ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ? + 0`,
       ).all(...args, limit + 1) as Row[];
       return page(rows.map(notificationFromRow), limit);
     },
@@ -460,7 +460,7 @@ export function createSqliteOperationsStore(
       }
       const rows = st(
         `SELECT * FROM audit_events ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-         ORDER BY id ${ascending ? 'ASC' : 'DESC'} LIMIT ?`,
+         ORDER BY id ${ascending ? 'ASC' : 'DESC'} LIMIT ? + 0`,
       ).all(...args, limit + 1) as Row[];
       return page(rows.map(auditFromRow), limit);
     },

@@ -240,11 +240,10 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
       guard(() => {
         const rows = (
           cursor
-            ? st('SELECT * FROM tenants WHERE deleted_at IS NULL AND id < ? ORDER BY id DESC LIMIT ?').all(
-                cursor,
-                limit + 1,
-              )
-            : st('SELECT * FROM tenants WHERE deleted_at IS NULL ORDER BY id DESC LIMIT ?').all(limit + 1)
+            ? st(
+                'SELECT * FROM tenants WHERE deleted_at IS NULL AND id < ? ORDER BY id DESC LIMIT ? + 0',
+              ).all(cursor, limit + 1)
+            : st('SELECT * FROM tenants WHERE deleted_at IS NULL ORDER BY id DESC LIMIT ? + 0').all(limit + 1)
         ) as Row[];
         return page(rows.map(tenantFromRow), limit);
       }),
@@ -284,12 +283,11 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
         const rows = (
           cursor
             ? st(
-                'SELECT * FROM api_keys WHERE kind = ? AND revoked_at IS NULL AND id < ? ORDER BY id DESC LIMIT ?',
+                'SELECT * FROM api_keys WHERE kind = ? AND revoked_at IS NULL AND id < ? ORDER BY id DESC LIMIT ? + 0',
               ).all(kind, cursor, limit + 1)
-            : st('SELECT * FROM api_keys WHERE kind = ? AND revoked_at IS NULL ORDER BY id DESC LIMIT ?').all(
-                kind,
-                limit + 1,
-              )
+            : st(
+                'SELECT * FROM api_keys WHERE kind = ? AND revoked_at IS NULL ORDER BY id DESC LIMIT ? + 0',
+              ).all(kind, limit + 1)
         ) as Row[];
         return page(rows.map(keyFromRow), limit);
       }),
@@ -334,7 +332,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
           where.push('id < ?');
           args.push(cursor);
         }
-        const sql = `SELECT * FROM events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`;
+        const sql = `SELECT * FROM events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ? + 0`;
         const rows = st(sql).all(...args, limit + 1) as Row[];
         return page(rows.map(eventFromRow), limit);
       }),
