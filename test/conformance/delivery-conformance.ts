@@ -385,6 +385,35 @@ export function runDeliveryConformance(opts: StoreConformanceOptions): void {
     });
 
     describe('fan-out', () => {
+      test('each pass matches against the endpoints as they are when it runs (created, changed, deleted)', async () => {
+        const t = await newTenant();
+        const a = await newEndpoint(t.id, { eventTypes: ['order.*'] });
+        const typesOf = async (ep: EndpointRecord) =>
+          (await deliveriesOf(ep.id)).map((d) => d.eventType).sort();
+        await publish(t.id, ['order.created', 'invoice.sent'], NOW);
+        expect(await typesOf(a)).toEqual(['order.created']);
+
+        await store.endpointUpdate({
+          id: a.id,
+          tenantId: t.id,
+          patch: { eventTypes: ['invoice.*'] },
+          now: NOW + 1,
+        });
+        const b = await newEndpoint(t.id, { eventTypes: ['order.paid'] });
+        await publish(t.id, ['order.paid', 'invoice.sent'], NOW + 2);
+        expect(await typesOf(a)).toEqual(['invoice.sent', 'order.created']);
+        expect(await typesOf(b)).toEqual(['order.paid']);
+
+        await store.endpointDelete({ id: a.id, tenantId: t.id, now: NOW + 3 });
+        await publish(t.id, ['invoice.sent', 'order.paid'], NOW + 4);
+        expect(await typesOf(a)).toEqual(['invoice.sent', 'order.created']);
+        expect(await typesOf(b)).toEqual(['order.paid', 'order.paid']);
+
+        await store.tenantDelete({ id: t.id, now: NOW + 5 });
+        await publish(t.id, ['order.paid'], NOW + 6);
+        expect(await typesOf(b)).toEqual(['order.paid', 'order.paid']);
+      });
+
       test('fanoutRun creates one delivery per matching, non-deleted endpoint, exactly once', async () => {
         const t1 = await newTenant();
         const t2 = await newTenant(NOW + 1);

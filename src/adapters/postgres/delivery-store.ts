@@ -32,6 +32,7 @@
  * involved, never on the size of the backlog.
  */
 import type { DeliveryStore } from '../../ports/delivery-store.ts';
+import { SubscriptionCache } from '../subscriptions.ts';
 import { skipBlocked } from './circuit-open.ts';
 import { complete, expire } from './completion.ts';
 import { createDeliveryReads } from './delivery-reads.ts';
@@ -64,9 +65,10 @@ export {
 } from './rows.ts';
 
 export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStoreDeps): DeliveryStore {
+  const subscriptions = new SubscriptionCache();
   return {
     ...createEndpointsStore({ query, tx }),
-    fanoutRun: ({ now, limit, ids }) => fanoutRun(tx, now, limit, ids),
+    fanoutRun: ({ now, limit, ids }) => fanoutRun(tx, subscriptions, now, limit, ids),
     deliveryLease: ({ owner, now, limit, perEndpoint, leaseMs, lanes }) =>
       lease(tx, owner, now, limit, perEndpoint, leaseMs, lanes),
     deliverySkipBlocked: (p) => skipBlocked(tx, p),

@@ -1,12 +1,17 @@
 /** Fan-out of committed events into deliveries, exactly once across processes (locking: see delivery-store.ts). */
-import { matchesEventType } from '../../domain/event-types.ts';
 import { VOLUME_WINDOW_MS } from '../../domain/lanes.ts';
 import type { DeliveryIdFactory } from '../../ports/delivery-store.ts';
-import { eventTypes, type Subscription } from '../subscriptions.ts';
+import { eventTypes, type Subscription, type SubscriptionCache } from '../subscriptions.ts';
 import type { TxRunner } from './migrate.ts';
 import { cmp, LOCK_QUEUE_ROWS, lockTenantGatesShared } from './query-helpers.ts';
 
-export async function fanoutRun(tx: TxRunner, now: number, limit: number, ids: DeliveryIdFactory) {
+export async function fanoutRun(
+  tx: TxRunner,
+  subscriptions: SubscriptionCache,
+  now: number,
+  limit: number,
+  ids: DeliveryIdFactory,
+) {
   return tx(async (c) => {
     // Claim: rows another fan-out transaction holds are skipped, so each event is fanned out exactly once.
     const claimed = await c.query<{
@@ -31,19 +36,36 @@ export async function fanoutRun(tx: TxRunner, now: number, limit: number, ids: D
     // such change committed before it; no row locks on them (one per endpoint per pass, all WAL-logged).
     const tenantIds = [...new Set(events.map((e) => e.tenant_id!))].sort(cmp);
     if (tenantIds.length > 0) await lockTenantGatesShared(c, tenantIds);
-    // Subscriptions of the live tenants: only what matching needs.
-    const endpointsByTenant = new Map<string, Subscription[]>();
+    // The live tenants' endpoint versions, and the subscriptions of those whose version is not cached: only what
+    // matching needs.
+    const live = new Set<string>();
     if (tenantIds.length > 0) {
-      const eps = await c.query<{ id: string; tenant_id: string; event_types: string; status: string }>(
-        `SELECT e.id, e.tenant_id, e.event_types, e.status FROM endpoints e JOIN tenants t ON t.id = e.tenant_id
-          WHERE e.tenant_id = ANY($1::text[]) AND e.deleted_at IS NULL AND t.deleted_at IS NULL`,
+      const versions = await c.query<{ id: string; endpoints_version: string }>(
+        'SELECT id, endpoints_version FROM tenants WHERE id = ANY($1::text[]) AND deleted_at IS NULL',
         [tenantIds],
       );
-      for (const row of eps.rows) {
-        const ep = { id: row.id, eventTypes: eventTypes(row.event_types), enabled: row.status === 'enabled' };
-        const list = endpointsByTenant.get(row.tenant_id);
-        if (list) list.push(ep);
-        else endpointsByTenant.set(row.tenant_id, [ep]);
+      const stale = new Map<string, number>();
+      for (const t of versions.rows) {
+        live.add(t.id);
+        const version = Number(t.endpoints_version);
+        if (!subscriptions.has(t.id, version)) stale.set(t.id, version);
+      }
+      if (stale.size > 0) {
+        const eps = await c.query<{ id: string; tenant_id: string; event_types: string; status: string }>(
+          `SELECT id, tenant_id, event_types, status FROM endpoints
+            WHERE tenant_id = ANY($1::text[]) AND deleted_at IS NULL ORDER BY tenant_id, id`,
+          [[...stale.keys()]],
+        );
+        const byTenant = new Map<string, Subscription[]>([...stale.keys()].map((t) => [t, []]));
+        for (const row of eps.rows) {
+          byTenant.get(row.tenant_id)!.push({
+            id: row.id,
+            eventTypes: eventTypes(row.event_types),
+            enabled: row.status === 'enabled',
+          });
+        }
+        for (const [tenantId, version] of stale)
+          subscriptions.set(tenantId, version, byTenant.get(tenantId)!);
       }
     }
 
@@ -59,8 +81,8 @@ export async function fanoutRun(tx: TxRunner, now: number, limit: number, ids: D
     };
     const touched = new Map<string, number>(); // endpoint → deliveries created (its fan-out volume)
     for (const ev of events) {
-      for (const ep of endpointsByTenant.get(ev.tenant_id!) ?? []) {
-        if (!matchesEventType(ep.eventTypes, ev.type!)) continue;
+      if (!live.has(ev.tenant_id!)) continue;
+      for (const ep of subscriptions.matching(ev.tenant_id!, ev.type!)) {
         cols.id.push(ids.delivery());
         cols.tenant.push(ev.tenant_id!);
         cols.endpoint.push(ep.id);

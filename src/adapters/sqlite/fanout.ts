@@ -1,7 +1,6 @@
 /** Fan-out of committed events into deliveries (SQLite). */
-import { matchesEventType } from '../../domain/event-types.ts';
 import { VOLUME_WINDOW_MS } from '../../domain/lanes.ts';
-import { eventTypes, type Subscription } from '../subscriptions.ts';
+import { eventTypes, SubscriptionCache } from '../subscriptions.ts';
 import type { Row, St } from './rows.ts';
 
 /** Runs inside a transaction (the caller's: turn-commit.ts). */
@@ -13,34 +12,48 @@ export function createFanout(st: St) {
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, NULL, ?, ?)`,
     ).run(...args);
 
+  const subscriptions = new SubscriptionCache();
+  /** Loads the tenant's subscriptions into the cache unless they are current; false for a deleted tenant. */
+  const loadSubscriptions = (tenantId: string): boolean => {
+    const tenant = st('SELECT endpoints_version, deleted_at FROM tenants WHERE id = ?').get(tenantId) as
+      | Row
+      | undefined;
+    if (!tenant || tenant.deleted_at !== null) return false;
+    const version = tenant.endpoints_version as number;
+    if (subscriptions.has(tenantId, version)) return true;
+    const rows = st(
+      'SELECT id, event_types, status FROM endpoints WHERE tenant_id = ? AND deleted_at IS NULL ORDER BY id',
+    ).all(tenantId) as Row[];
+    subscriptions.set(
+      tenantId,
+      version,
+      rows.map((r) => ({
+        id: r.id as string,
+        eventTypes: eventTypes(r.event_types as string),
+        enabled: r.status === 'enabled',
+      })),
+    );
+    return true;
+  };
+
   const fanout = (now: number, limit: number, ids: { delivery(): string; webhookId(): string }) => {
     const pending = st(
       `SELECT f.event_seq, e.id, e.tenant_id, e.type, e.resource_id FROM fanout_pending f
        JOIN events e ON e.seq = f.event_seq ORDER BY f.event_seq LIMIT ? + 0`,
     ).all(limit) as Row[];
     if (pending.length === 0) return { events: 0, deliveries: 0 };
-    const endpointsByTenant = new Map<string, Subscription[]>();
+    const live = new Map<string, boolean>(); // tenant → not deleted, subscriptions loaded (once per pass)
     const touched = new Map<string, number>(); // endpoint → deliveries created (its fan-out volume)
     let deliveries = 0;
     for (const ev of pending) {
       const tenantId = ev.tenant_id as string;
-      let endpoints = endpointsByTenant.get(tenantId);
-      if (!endpoints) {
-        // Only what matching needs: this runs per tenant per pass, over all of the tenant's endpoints.
-        endpoints = (
-          st(
-            `SELECT e.id, e.event_types, e.status FROM endpoints e JOIN tenants t ON t.id = e.tenant_id
-             WHERE e.tenant_id = ? AND e.deleted_at IS NULL AND t.deleted_at IS NULL`,
-          ).all(tenantId) as Row[]
-        ).map((r) => ({
-          id: r.id as string,
-          eventTypes: eventTypes(r.event_types as string),
-          enabled: r.status === 'enabled',
-        }));
-        endpointsByTenant.set(tenantId, endpoints);
+      let loaded = live.get(tenantId);
+      if (loaded === undefined) {
+        loaded = loadSubscriptions(tenantId);
+        live.set(tenantId, loaded);
       }
-      for (const ep of endpoints) {
-        if (!matchesEventType(ep.eventTypes, ev.type as string)) continue;
+      if (!loaded) continue;
+      for (const ep of subscriptions.matching(tenantId, ev.type as string)) {
         insertDelivery(
           ids.delivery(),
           tenantId,
