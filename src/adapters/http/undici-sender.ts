@@ -20,7 +20,12 @@
  * dropped for good once a hop leaves the endpoint's origin. Any other 3xx is returned as a response.
  */
 import type { Dispatcher } from 'undici';
-import { checkUrlShape, MAX_URL_LENGTH, parseAllowNetworks } from '../../domain/address-policy.ts';
+import {
+  checkUrlShape,
+  MAX_URL_LENGTH,
+  parseAllowNetworks,
+  type UrlShape,
+} from '../../domain/address-policy.ts';
 import type { ErrorClass } from '../../domain/outcome.ts';
 import type {
   HopRecord,
@@ -91,7 +96,21 @@ type HopOutcome =
     }
   | { kind: 'error'; error: unknown; wireAt: number | null };
 
+/**
+ * The attempt's deadline, shared by its hops: the timer sets `reason` and cancels the hop in flight. A plain object
+ * rather than an AbortController: one per attempt, and the controller, its signal and their listeners were ~4 % of
+ * the delivery thread in bulk (bench:delivery, SQLite).
+ */
+interface Deadline {
+  reason: Error | null;
+  onExpire: (() => void) | null;
+}
+
+/** Distinct first-hop URLs whose shape check is memoised (the endpoints'); the memo starts over past this. */
+const SHAPES_MAX = 10_000;
+
 export class UndiciSender implements HttpSender {
+  readonly #shapes = new Map<string, UrlShape>();
   readonly #agent: Dispatcher;
   readonly #httpsOnly: boolean;
   readonly #userAgent: string | undefined;
@@ -126,14 +145,14 @@ export class UndiciSender implements HttpSender {
       return { kind: 'error', errorClass, message, hops, timings };
     };
 
-    const first = checkUrlShape(req.url, { httpsOnly: this.#httpsOnly });
+    const first = this.#shapeOf(req.url);
     if (!first.ok) return fail('destination_blocked', first.message);
 
-    const deadline = new AbortController();
-    const timer = setTimeout(
-      () => deadline.abort(new AttemptTimeoutError(this.#attemptTimeoutMs)),
-      this.#attemptTimeoutMs,
-    );
+    const deadline: Deadline = { reason: null, onExpire: null };
+    const timer = setTimeout(() => {
+      deadline.reason = new AttemptTimeoutError(this.#attemptTimeoutMs);
+      deadline.onExpire?.();
+    }, this.#attemptTimeoutMs);
     try {
       let url = new URL(first.url);
       const origin = url.origin;
@@ -143,7 +162,7 @@ export class UndiciSender implements HttpSender {
         const headers = this.#headers(req.headersFor({ url: url.href, sameOrigin }), url, req.body);
         const hop: HopRecord = { url: url.href, requestHeaders: headers, status: null };
         hops.push(hop);
-        const out = await this.#exchange(url, headers, req.body, deadline.signal);
+        const out = await this.#exchange(url, headers, req.body, deadline);
         timings.wireAt = out.wireAt;
         if (out.kind === 'error') {
           const { errorClass, message } = classifyTransportError(out.error);
@@ -176,6 +195,17 @@ export class UndiciSender implements HttpSender {
 
   async close(): Promise<void> {
     await this.#agent.close();
+  }
+
+  /** checkUrlShape of a first hop, memoised: every attempt to an endpoint checks the same URL. */
+  #shapeOf(raw: string): UrlShape {
+    let shape = this.#shapes.get(raw);
+    if (!shape) {
+      if (this.#shapes.size >= SHAPES_MAX) this.#shapes.clear();
+      shape = checkUrlShape(raw, { httpsOnly: this.#httpsOnly });
+      this.#shapes.set(raw, shape);
+    }
+    return shape;
   }
 
   /** The caller's headers for this hop, with the transport's own: lower-cased, so the record is what went out. */
@@ -223,7 +253,7 @@ export class UndiciSender implements HttpSender {
     url: URL,
     headers: Record<string, string>,
     body: Buffer,
-    deadline: AbortSignal,
+    deadline: Deadline,
   ): Promise<HopOutcome> {
     return new Promise<HopOutcome>((resolve) => {
       const handler = new CaptureHandler({
@@ -231,16 +261,15 @@ export class UndiciSender implements HttpSender {
         // A redirect's body is of no use; stop at its head instead of letting it stall the attempt.
         stopAtHead: (status, locations) => FOLLOWED_REDIRECTS.has(status) && locations.length > 0,
         done: (outcome) => {
-          deadline.removeEventListener('abort', onDeadline);
+          deadline.onExpire = null;
           resolve(outcome);
         },
       });
-      const onDeadline = () => handler.cancel(deadline.reason);
-      if (deadline.aborted) {
-        onDeadline();
+      if (deadline.reason) {
+        handler.cancel(deadline.reason);
         return;
       }
-      deadline.addEventListener('abort', onDeadline, { once: true });
+      deadline.onExpire = () => handler.cancel(deadline.reason);
       this.#agent.dispatch(
         { origin: url.origin, path: `${url.pathname}${url.search}`, method: 'POST', headers, body },
         handler,
