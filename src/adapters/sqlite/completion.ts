@@ -1,10 +1,15 @@
 /** Completion of attempts (deliveryComplete) and expiry of leases (deliveryExpireLeases) in SQLite. */
 import { randomBytes } from 'node:crypto';
-import { applyAttempt, type EndpointRuntime } from '../../domain/endpoint-runtime.ts';
+import {
+  applyAttempt,
+  type EndpointRuntime,
+  parseRuntime,
+  runtimeIndexColumns,
+} from '../../domain/endpoint-runtime.ts';
 import { newId } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
 import type { RecordedCompletion } from '../../ports/delivery-store.ts';
-import { insertNotification, loadRuntime, saveRuntime } from './operations-store.ts';
+import { insertNotification } from './operations-store.ts';
 import type { RefreshDue } from './queue-due.ts';
 import type { Row, St } from './rows.ts';
 
@@ -22,9 +27,12 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
     const runtimeOf = (endpointId: string) => {
       let entry = runtimes.get(endpointId);
       if (!entry) {
-        const e = st('SELECT status, url, tenant_id FROM endpoints WHERE id = ?').get(endpointId) as Row;
+        const e = st(
+          `SELECT e.status, e.url, e.tenant_id, q.runtime FROM endpoints e
+             LEFT JOIN endpoint_queue q ON q.endpoint_id = e.id WHERE e.id = ?`,
+        ).get(endpointId) as Row;
         entry = {
-          rt: loadRuntime(st, endpointId),
+          rt: parseRuntime((e.runtime as string | null) ?? null),
           disabled: e.status !== 'enabled',
           url: e.url as string,
           tenantId: e.tenant_id as string,
@@ -40,6 +48,7 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const touched = new Set<string>();
+    const released = new Map<string, number>(); // endpoint → in-flight slots this batch frees
     for (const c of completions) {
       const a = c.attempt;
       insertAttempt.run(
@@ -120,10 +129,7 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
       }
       if (res.changes > 0) {
         // A skip held no in-flight slot.
-        if (c.leaseOwner !== null)
-          st('UPDATE endpoint_queue SET inflight = max(inflight - 1, 0) WHERE endpoint_id = ?').run(
-            a.endpointId,
-          );
+        if (c.leaseOwner !== null) released.set(a.endpointId, (released.get(a.endpointId) ?? 0) + 1);
         touched.add(a.endpointId);
       } else if (next.status === 'delivered') {
         // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
@@ -135,7 +141,22 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
         touched.add(a.endpointId);
       }
     }
-    for (const [id, entry] of runtimes) saveRuntime(st, id, entry.rt);
+    // Per endpoint, one write of its queue row: the runtime and the in-flight slots released.
+    const saveQueueRow = st(
+      `UPDATE endpoint_queue SET runtime = ?, failing_since = ?, digest_due_at = ?, blocked_until = ?,
+         inflight = max(inflight - ?, 0) WHERE endpoint_id = ?`,
+    );
+    for (const [id, entry] of runtimes) {
+      const cols = runtimeIndexColumns(entry.rt);
+      saveQueueRow.run(
+        JSON.stringify(entry.rt),
+        cols.failingSince,
+        cols.digestDueAt,
+        cols.blockedUntil,
+        released.get(id) ?? 0,
+        id,
+      );
+    }
     for (const id of touched) refreshDue(id);
   };
 
