@@ -67,15 +67,16 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
   const clock = opts.clock ?? systemClock;
   const random = opts.random ?? systemRandom;
 
-  // SQLite: the pipeline roles run in a thread of their own (pipeline-thread.ts) unless a test drives them here.
+  // The pipeline roles run in a thread of their own (pipeline-thread.ts) unless a test drives them here. The write
+  // lock is SQLite's (the two connections' turn commits); a PostgreSQL store has no use for it.
   const pipelineRoles = config.roles.filter((r) => PIPELINE_ROLES.includes(r));
   const threaded =
     config.pipelineThread &&
-    !config.databaseUrl &&
     !opts.store &&
     !opts.sender &&
     opts.startWorkers !== false &&
-    pipelineRoles.length > 0;
+    pipelineRoles.length > 0 &&
+    pipelineRoles.length < config.roles.length; // else the API thread would have nothing to do
   const writeLock = threaded ? createWriteLock() : undefined;
   const store = opts.store ?? createStore(config, writeLock ? { writeLock } : {});
   await store.migrate();

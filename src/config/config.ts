@@ -52,7 +52,7 @@ export interface Config {
   maintenanceMs: number;
   /** Deliver only to https:// URLs. */
   httpsOnly: boolean;
-  /** SQLite: run delivery and maintenance in a thread of their own (bootstrap/pipeline-thread.ts). */
+  /** Run delivery and maintenance in a thread of their own (bootstrap/pipeline-thread.ts), on either store. */
   pipelineThread: boolean;
   /** The lanes this process's delivery role leases from (`--lanes`); null: every lane. */
   lanes: LaneBinding | null;

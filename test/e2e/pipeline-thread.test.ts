@@ -1,7 +1,8 @@
 /**
- * The SQLite pipeline thread (src/bootstrap/pipeline-thread.ts) in a real `hookrail start`: events taken by the API
- * thread reach the receiver through the pipeline thread, its attempts show on the API thread's /metrics, a SIGTERM
- * lets in-flight attempts finish and be recorded, and the same runs with the thread switched off.
+ * The pipeline thread (src/bootstrap/pipeline-thread.ts) in a real `hookrail start`, on SQLite and PostgreSQL:
+ * events taken by the API thread reach the receiver through the pipeline thread, its attempts show on the API
+ * thread's /metrics, a SIGTERM lets in-flight attempts finish and be recorded, and the same runs with the thread
+ * switched off.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,12 +11,15 @@ import { describe, expect, it } from 'vitest';
 import {
   createEndpoint,
   createTenant,
+  type LeaseState,
+  postgresLeaseState,
   printWorkerOutputOnFailure,
   sqliteLeaseState,
   startHookrailProcess,
 } from '../support/delivery-e2e.ts';
-import { useHookrailProcesses } from '../support/hookrail-process.ts';
+import { createChildSchema, useHookrailProcesses } from '../support/hookrail-process.ts';
 import { http } from '../support/intake-load.ts';
+import { postgresUrl } from '../support/postgres.ts';
 import { Receiver } from '../support/receiver.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -26,19 +30,24 @@ useHookrailProcesses();
 printWorkerOutputOnFailure();
 
 describe.each([
-  ['pipeline thread', 'true'],
-  ['one thread', 'false'],
-])('SQLite, %s', (_name, threaded) => {
+  ['SQLite', 'pipeline thread', 'true'],
+  ['SQLite', 'one thread', 'false'],
+  ['PostgreSQL', 'pipeline thread', 'true'],
+])('%s, %s', (store, _name, threaded) => {
   it('delivers every event, counts its attempts on /metrics, and stops cleanly', {
     timeout: 60_000,
   }, async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'hookrail-pipeline-'));
+    const schema = store === 'PostgreSQL' ? await createChildSchema(postgresUrl(), 'pipeline') : null;
     const env = {
       HOOKRAIL_DATA_DIR: dataDir,
       HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
       HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
       HOOKRAIL_PIPELINE_THREAD: threaded,
+      ...(schema ? { DATABASE_URL: schema.url } : {}),
     };
+    const leaseState = (): Promise<LeaseState> =>
+      schema ? postgresLeaseState(schema.url) : Promise.resolve(sqliteLeaseState(dataDir));
     const receiver = await Receiver.start();
     // Slow answers, so that attempts are in flight when SIGTERM comes.
     receiver.answer(() => ({ status: 204, delayMs: 150 }));
@@ -67,7 +76,7 @@ describe.each([
       expect(exit).toEqual({ code: 0, signal: null });
 
       // Whatever was sent was recorded before the exit; nothing is left leased.
-      const state = sqliteLeaseState(dataDir);
+      const state = await leaseState();
       expect(state.leased).toEqual([]);
       expect(state.inflight).toEqual([]);
 
@@ -89,6 +98,7 @@ describe.each([
       expect(await q.kill('SIGTERM')).toEqual({ code: 0, signal: null });
     } finally {
       await receiver.close();
+      await schema?.drop();
       rmSync(dataDir, { recursive: true, force: true });
     }
   });
