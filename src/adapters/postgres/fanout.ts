@@ -1,7 +1,12 @@
 /** Fan-out of committed events into deliveries, exactly once across processes (locking: see delivery-store.ts). */
 import { VOLUME_WINDOW_MS } from '../../domain/lanes.ts';
 import type { DeliveryIdFactory } from '../../ports/delivery-store.ts';
-import { eventTypes, type Subscription, type SubscriptionCache } from '../subscriptions.ts';
+import {
+  eventTypes,
+  type Subscription,
+  type SubscriptionCache,
+  type TenantSubscriptions,
+} from '../subscriptions.ts';
 import type { TxRunner } from './migrate.ts';
 import { cmp, LOCK_QUEUE_ROWS, lockTenantGatesShared } from './query-helpers.ts';
 
@@ -38,7 +43,7 @@ export async function fanoutRun(
     if (tenantIds.length > 0) await lockTenantGatesShared(c, tenantIds);
     // The live tenants' endpoint versions, and the subscriptions of those whose version is not cached: only what
     // matching needs.
-    const live = new Set<string>();
+    const byTenant = new Map<string, TenantSubscriptions>(); // the live tenants'
     if (tenantIds.length > 0) {
       const versions = await c.query<{ id: string; endpoints_version: string }>(
         'SELECT id, endpoints_version FROM tenants WHERE id = ANY($1::text[]) AND deleted_at IS NULL',
@@ -46,9 +51,10 @@ export async function fanoutRun(
       );
       const stale = new Map<string, number>();
       for (const t of versions.rows) {
-        live.add(t.id);
         const version = Number(t.endpoints_version);
-        if (!subscriptions.has(t.id, version)) stale.set(t.id, version);
+        const cached = subscriptions.get(t.id, version);
+        if (cached) byTenant.set(t.id, cached);
+        else stale.set(t.id, version);
       }
       if (stale.size > 0) {
         const eps = await c.query<{ id: string; tenant_id: string; event_types: string; status: string }>(
@@ -56,16 +62,16 @@ export async function fanoutRun(
             WHERE tenant_id = ANY($1::text[]) AND deleted_at IS NULL ORDER BY tenant_id, id`,
           [[...stale.keys()]],
         );
-        const byTenant = new Map<string, Subscription[]>([...stale.keys()].map((t) => [t, []]));
+        const read = new Map<string, Subscription[]>([...stale.keys()].map((t) => [t, []]));
         for (const row of eps.rows) {
-          byTenant.get(row.tenant_id)!.push({
+          read.get(row.tenant_id)!.push({
             id: row.id,
             eventTypes: eventTypes(row.event_types),
             enabled: row.status === 'enabled',
           });
         }
         for (const [tenantId, version] of stale)
-          subscriptions.set(tenantId, version, byTenant.get(tenantId)!);
+          byTenant.set(tenantId, subscriptions.set(tenantId, version, read.get(tenantId)!));
       }
     }
 
@@ -81,8 +87,7 @@ export async function fanoutRun(
     };
     const touched = new Map<string, number>(); // endpoint → deliveries created (its fan-out volume)
     for (const ev of events) {
-      if (!live.has(ev.tenant_id!)) continue;
-      for (const ep of subscriptions.matching(ev.tenant_id!, ev.type!)) {
+      for (const ep of byTenant.get(ev.tenant_id!)?.matching(ev.type!) ?? []) {
         cols.id.push(ids.delivery());
         cols.tenant.push(ev.tenant_id!);
         cols.endpoint.push(ep.id);

@@ -1,6 +1,6 @@
 /** Fan-out of committed events into deliveries (SQLite). */
 import { VOLUME_WINDOW_MS } from '../../domain/lanes.ts';
-import { eventTypes, SubscriptionCache } from '../subscriptions.ts';
+import { eventTypes, SubscriptionCache, type TenantSubscriptions } from '../subscriptions.ts';
 import type { Row, St } from './rows.ts';
 
 /** Runs inside a transaction (the caller's: turn-commit.ts). */
@@ -13,18 +13,19 @@ export function createFanout(st: St) {
     ).run(...args);
 
   const subscriptions = new SubscriptionCache();
-  /** Loads the tenant's subscriptions into the cache unless they are current; false for a deleted tenant. */
-  const loadSubscriptions = (tenantId: string): boolean => {
+  /** The tenant's subscriptions, from the cache unless its endpoints changed; null for a deleted tenant. */
+  const subscriptionsOf = (tenantId: string): TenantSubscriptions | null => {
     const tenant = st('SELECT endpoints_version, deleted_at FROM tenants WHERE id = ?').get(tenantId) as
       | Row
       | undefined;
-    if (!tenant || tenant.deleted_at !== null) return false;
+    if (!tenant || tenant.deleted_at !== null) return null;
     const version = tenant.endpoints_version as number;
-    if (subscriptions.has(tenantId, version)) return true;
+    const cached = subscriptions.get(tenantId, version);
+    if (cached) return cached;
     const rows = st(
       'SELECT id, event_types, status FROM endpoints WHERE tenant_id = ? AND deleted_at IS NULL ORDER BY id',
     ).all(tenantId) as Row[];
-    subscriptions.set(
+    return subscriptions.set(
       tenantId,
       version,
       rows.map((r) => ({
@@ -33,7 +34,6 @@ export function createFanout(st: St) {
         enabled: r.status === 'enabled',
       })),
     );
-    return true;
   };
 
   const fanout = (now: number, limit: number, ids: { delivery(): string; webhookId(): string }) => {
@@ -42,18 +42,18 @@ export function createFanout(st: St) {
        JOIN events e ON e.seq = f.event_seq ORDER BY f.event_seq LIMIT ? + 0`,
     ).all(limit) as Row[];
     if (pending.length === 0) return { events: 0, deliveries: 0 };
-    const live = new Map<string, boolean>(); // tenant → not deleted, subscriptions loaded (once per pass)
+    const byTenant = new Map<string, TenantSubscriptions | null>(); // read once per pass; null: tenant deleted
     const touched = new Map<string, number>(); // endpoint → deliveries created (its fan-out volume)
     let deliveries = 0;
     for (const ev of pending) {
       const tenantId = ev.tenant_id as string;
-      let loaded = live.get(tenantId);
-      if (loaded === undefined) {
-        loaded = loadSubscriptions(tenantId);
-        live.set(tenantId, loaded);
+      let subs = byTenant.get(tenantId);
+      if (subs === undefined) {
+        subs = subscriptionsOf(tenantId);
+        byTenant.set(tenantId, subs);
       }
-      if (!loaded) continue;
-      for (const ep of subscriptions.matching(tenantId, ev.type as string)) {
+      if (!subs) continue;
+      for (const ep of subs.matching(ev.type as string)) {
         insertDelivery(
           ids.delivery(),
           tenantId,
