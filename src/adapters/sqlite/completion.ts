@@ -1,15 +1,10 @@
 /** Completion of attempts (deliveryComplete) and expiry of leases (deliveryExpireLeases) in SQLite. */
 import { randomBytes } from 'node:crypto';
-import {
-  applyAttempt,
-  type EndpointRuntime,
-  parseRuntime,
-  runtimeIndexColumns,
-} from '../../domain/endpoint-runtime.ts';
+import { applyAttempt, type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import { newId } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
 import type { RecordedCompletion } from '../../ports/delivery-store.ts';
-import { insertNotification } from './operations-store.ts';
+import { insertNotification, saveRuntime } from './operations-store.ts';
 import type { RefreshDue } from './queue-due.ts';
 import type { Row, St } from './rows.ts';
 
@@ -142,21 +137,7 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
       }
     }
     // Per endpoint, one write of its queue row: the runtime and the in-flight slots released.
-    const saveQueueRow = st(
-      `UPDATE endpoint_queue SET runtime = ?, failing_since = ?, digest_due_at = ?, blocked_until = ?,
-         inflight = max(inflight - ?, 0) WHERE endpoint_id = ?`,
-    );
-    for (const [id, entry] of runtimes) {
-      const cols = runtimeIndexColumns(entry.rt);
-      saveQueueRow.run(
-        JSON.stringify(entry.rt),
-        cols.failingSince,
-        cols.digestDueAt,
-        cols.blockedUntil,
-        released.get(id) ?? 0,
-        id,
-      );
-    }
+    for (const [id, entry] of runtimes) saveRuntime(st, id, entry.rt, released.get(id) ?? 0);
     for (const id of touched) refreshDue(id);
   };
 

@@ -58,13 +58,16 @@ const auditFromRow = (r: Row): AuditRecord => ({
 /** Smallest attempt id minted at or after `ms` (ids are time-sortable), for index range scans by time. */
 const attemptIdFloor = (ms: number) => `att_${ulid(Math.max(0, ms), new Uint8Array(10))}`;
 
-/** Writes a runtime record and its index columns. Shared with the delivery store's completion path. */
-export function saveRuntime(st: St, endpointId: string, rt: EndpointRuntime): void {
+/**
+ * Writes a runtime record and its index columns, and releases `released` in-flight slots in the same write (the
+ * completion path: one write of the queue row per endpoint per batch). Shared with the delivery store.
+ */
+export function saveRuntime(st: St, endpointId: string, rt: EndpointRuntime, released = 0): void {
   const cols = runtimeIndexColumns(rt);
   st(
-    `UPDATE endpoint_queue SET runtime = ?, failing_since = ?, digest_due_at = ?, blocked_until = ?
-     WHERE endpoint_id = ?`,
-  ).run(JSON.stringify(rt), cols.failingSince, cols.digestDueAt, cols.blockedUntil, endpointId);
+    `UPDATE endpoint_queue SET runtime = ?, failing_since = ?, digest_due_at = ?, blocked_until = ?,
+       inflight = max(inflight - ?, 0) WHERE endpoint_id = ?`,
+  ).run(JSON.stringify(rt), cols.failingSince, cols.digestDueAt, cols.blockedUntil, released, endpointId);
 }
 
 export function loadRuntime(st: St, endpointId: string): EndpointRuntime {
