@@ -6,8 +6,8 @@
  * API thread takes events (HTTP, validation, the group commit) and fans them out while the pipeline thread leases,
  * signs, sends and records attempts: two cores. Each thread has its own database connection (pool); on SQLite their
  * turn commits share a write lock (adapters/sqlite/write-lock.ts). On PostgreSQL it applies to a process that runs
- * delivery with intake or fan-out (the default `hookrail start`); measured (bench:delivery, PostgreSQL) 1,845 → 2,666
- * attempts/s.
+ * delivery with intake or fan-out (the default `hookrail start`); measured (bench:delivery, PostgreSQL, alternated)
+ * 2,118–2,194 → 2,353–2,454 attempts/s, with the machine then 92 % busy.
  *
  * Wiring: the API thread's fan-out pokes delivery after each pass that created deliveries (as the in-process
  * signal did); the pipeline forwards its metrics (attempts recorded, lane moves) to the API thread, which serves
