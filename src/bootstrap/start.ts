@@ -31,7 +31,7 @@ export interface Hookrail {
   url: string | null;
   adminToken: string;
   workers: Workers;
-  /** Delivery and maintenance run in a thread of their own (SQLite; pipeline-thread.ts), not in `workers`. */
+  /** Delivery and maintenance run in a thread of their own (pipeline-thread.ts), not in `workers`. */
   pipelineThread: boolean;
   /** Stop accepting, finish in-flight commits, stop workers, close the store. */
   close(): Promise<void>;
@@ -53,7 +53,7 @@ export interface StartOptions {
   /** Do not start the background loops (tests drive them step by step). */
   startWorkers?: boolean;
   /**
-   * The pipeline thread (SQLite) stopped on an error: the process should shut down (the CLI stops gracefully and
+   * The pipeline thread stopped on an error: the process should shut down (the CLI stops gracefully and
    * exits 1). Default: log it.
    */
   onFatal?: (err: unknown) => void;

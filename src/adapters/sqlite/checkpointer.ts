@@ -5,9 +5,8 @@
  * the COMMIT that takes the WAL past 1,000 pages, on the committing connection — here, on an event loop, which
  * then serves nothing until the copy and two fsyncs are done. Measured (bench:delivery, SQLite, in bulk): with no
  * checkpoints at all, attempts/s rose by 18 %. So a worker thread with a connection of its own runs PASSIVE
- * checkpoints (they never block readers or writers, and copy what no reader still needs), every CHECKPOINT_MS
- * or sooner once the WAL passed CHECKPOINT_PAGES. The writers' own automatic checkpoint stays as a backstop at
- * BACKSTOP_PAGES, should this thread fall behind.
+ * checkpoints (they never block readers or writers, and copy what no reader still needs) every CHECKPOINT_MS.
+ * The writers' own automatic checkpoint stays as a backstop at BACKSTOP_PAGES, should this thread fall behind.
  *
  * The thread runs plain JavaScript with better-sqlite3 only (no loader needed). It is stopped by close(), before
  * the last connection closes (which checkpoints the rest).
