@@ -29,6 +29,12 @@ export interface GroupCommitterOptions {
   maxInFlight: number;
   /** Called after each durable commit that created events (wakes fan-out in this process). */
   onCommit?: () => void;
+  /**
+   * Called as soon as a batch has been handed to the store, before it is durable. Where the store runs the writes
+   * of one event-loop turn in one transaction (`capabilities.sharedTurn`), waking fan-out here lets its pass join
+   * the batch's transaction: the events and their deliveries are committed and synced once, not twice.
+   */
+  onSubmit?: () => void;
 }
 
 export class GroupCommitter {
@@ -72,11 +78,13 @@ export class GroupCommitter {
     const batch = this.queue.splice(0, this.opts.maxBatch);
     this.inFlight++;
     try {
-      const outcomes = await this.opts.store.eventInsertBatch({
+      const inserted = this.opts.store.eventInsertBatch({
         events: batch.map((w) => w.event),
         now: this.opts.now(),
         idempotencyWindowMs: this.opts.idempotencyWindowMs,
       });
+      this.opts.onSubmit?.();
+      const outcomes = await inserted;
       for (let i = 0; i < batch.length; i++) (batch[i] as Waiter).resolve(outcomes[i] as EventInsertOutcome);
       this.opts.onCommit?.();
     } catch (err) {

@@ -116,6 +116,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
         maxBatch: config.intakeMaxBatch,
         maxInFlight: store.capabilities.multiProcess ? 4 : 1,
         onCommit: () => workers.eventsCommitted.poke(),
+        ...(store.capabilities.sharedTurn ? { onSubmit: () => workers.eventsCommitted.poke() } : {}),
       })
     : null;
 

@@ -11,6 +11,12 @@ import type { OperationsStore } from './operations-store.ts';
 export interface StoreCapabilities {
   /** Several processes may share this store (PostgreSQL). SQLite is one process. */
   readonly multiProcess: boolean;
+  /**
+   * Writes submitted in the same event-loop turn share one transaction, run in the order submitted, so a later one
+   * sees what an earlier one wrote (SQLite's turn commit, adapters/sqlite/turn-commit.ts). Intake uses it to let
+   * fan-out join the transaction of the events it fans out: one commit and one sync instead of two.
+   */
+  readonly sharedTurn: boolean;
   /** Human name for logs and /readyz; never branch on it — branch on capabilities. */
   readonly kind: 'sqlite' | 'postgres';
 }

@@ -107,6 +107,7 @@ export function runStoreConformance(opts: StoreConformanceOptions): void {
         await store.migrate();
         await store.ping();
         expect(typeof store.capabilities.multiProcess).toBe('boolean');
+        expect(typeof store.capabilities.sharedTurn).toBe('boolean');
       });
     });
 

@@ -225,7 +225,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
   const store: Store & OperationsStore = {
     ...createPostgresDeliveryStore({ query, tx }),
     ...createPostgresOperationsStore({ query, tx }),
-    capabilities: { multiProcess: true, kind: 'postgres' },
+    capabilities: { multiProcess: true, sharedTurn: false, kind: 'postgres' },
 
     async migrate() {
       try {

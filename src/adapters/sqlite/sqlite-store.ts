@@ -212,7 +212,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
 
   const store: Store & OperationsStore = {
     ...guarded,
-    capabilities: { multiProcess: false, kind: 'sqlite' },
+    capabilities: { multiProcess: false, sharedTurn: true, kind: 'sqlite' },
     migrate: () => guard(migrate),
     ping: () => guard(() => void st('SELECT 1').get()),
     close: async () => {
