@@ -33,13 +33,16 @@ describe('GroupCommitter', () => {
       clock,
       random,
       batch: 100,
-      pollMs: 1_000, // also bounds stop(): a poke that finds the loop mid-pass is not kept
+      pollMs: 60_000,
       wake: committed,
       deliveriesCreated: new Signal(),
       logger: null,
     });
-    fanout.start();
-    await new Promise((resolve) => setTimeout(resolve, 20)); // its first pass is done: it waits for a poke
+    // The fan-out loop between passes: waiting for a poke (its loop does this; here without a timing assumption).
+    let pass: Promise<unknown> = Promise.resolve();
+    void committed.wait(60_000).then(() => {
+      pass = fanout.runOnce();
+    });
     let submitted = 0;
     const committer = new GroupCommitter({
       store,
@@ -81,7 +84,7 @@ describe('GroupCommitter', () => {
       cursor: null,
     });
     const pending = await store.fanoutPendingCount();
-    await fanout.stop();
+    await pass;
     return { outcomes, deliveries: deliveries.data.length, pending, submitted };
   }
 
