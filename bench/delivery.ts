@@ -4,7 +4,7 @@
  * ceiling of a bare undici loop POSTing the same requests to the same receiver with the same concurrency.
  *
  *   npm run bench:delivery -- [--store sqlite|postgres] [--endpoints 100] [--events 50000]
- *                             [--concurrency 256] [--producer-concurrency 128] [--steady-events 2000]
+ *                             [--concurrency 512] [--producer-concurrency 128] [--steady-events 2000]
  *                             [--steady-rate 200] [--warmup-events 500] [--data-bytes 1024] [--poll-ms <ms>]
  *                             [--drain-events 0] [--ceiling-runs 3] [--cpu-prof <dir>]
  *
@@ -107,7 +107,7 @@ function parseOptions(argv: string[]): Options {
       store: { type: 'string', default: 'sqlite' },
       endpoints: { type: 'string', default: '100' },
       events: { type: 'string', default: '50000' },
-      concurrency: { type: 'string', default: '256' },
+      concurrency: { type: 'string', default: '512' },
       'producer-concurrency': { type: 'string', default: '128' },
       'steady-events': { type: 'string', default: '2000' },
       'steady-rate': { type: 'string', default: '200' },

@@ -23,7 +23,7 @@
  * bursts (PostgreSQL: VACUUM ANALYZE, which the benchmark server's disabled autovacuum would otherwise never do,
  * and a CHECKPOINT; SQLite: a WAL checkpoint). A window runs cycles of
  *   1. `deliveryLease({limit: --batch, perEndpoint: --per-endpoint})`, the delivery worker's call (its default
- *      concurrency is 256, it leases what is free, at most 10 per endpoint) — timed, with the CPU time this
+ *      concurrency is 512; it leases what is free, at most 10 per endpoint) — timed, with the CPU time this
  *      process and its PostgreSQL backends spent in it;
  *   2. `deliveryComplete` of everything leased, as delivered, with the attempt record a worker writes — timed
  *      separately; it releases the in-flight slots, as the worker does, so the caps never stall leasing;
