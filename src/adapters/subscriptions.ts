@@ -26,6 +26,17 @@ export function eventTypes(json: string): readonly string[] {
   return types;
 }
 
+/** The endpoint columns fan-out reads (`id, event_types, status`), as both stores return them. */
+export const subscriptionFromRow = (r: {
+  id: string;
+  event_types: string;
+  status: string;
+}): Subscription => ({
+  id: r.id,
+  eventTypes: eventTypes(r.event_types),
+  enabled: r.status === 'enabled',
+});
+
 const TENANTS_MAX = 1_000;
 const TYPES_MAX = 1_000;
 

@@ -2,9 +2,9 @@
 import { VOLUME_WINDOW_MS } from '../../domain/lanes.ts';
 import type { DeliveryIdFactory } from '../../ports/delivery-store.ts';
 import {
-  eventTypes,
   type Subscription,
   type SubscriptionCache,
+  subscriptionFromRow,
   type TenantSubscriptions,
 } from '../subscriptions.ts';
 import type { TxRunner } from './migrate.ts';
@@ -63,13 +63,7 @@ export async function fanoutRun(
           [[...stale.keys()]],
         );
         const read = new Map<string, Subscription[]>([...stale.keys()].map((t) => [t, []]));
-        for (const row of eps.rows) {
-          read.get(row.tenant_id)!.push({
-            id: row.id,
-            eventTypes: eventTypes(row.event_types),
-            enabled: row.status === 'enabled',
-          });
-        }
+        for (const row of eps.rows) read.get(row.tenant_id)!.push(subscriptionFromRow(row));
         for (const [tenantId, version] of stale)
           byTenant.set(tenantId, subscriptions.set(tenantId, version, read.get(tenantId)!));
       }

@@ -1,6 +1,6 @@
 /** Fan-out of committed events into deliveries (SQLite). */
 import { VOLUME_WINDOW_MS } from '../../domain/lanes.ts';
-import { eventTypes, SubscriptionCache, type TenantSubscriptions } from '../subscriptions.ts';
+import { SubscriptionCache, subscriptionFromRow, type TenantSubscriptions } from '../subscriptions.ts';
 import type { Row, St } from './rows.ts';
 
 /** Runs inside a transaction (the caller's: turn-commit.ts). */
@@ -24,16 +24,8 @@ export function createFanout(st: St) {
     if (cached) return cached;
     const rows = st(
       'SELECT id, event_types, status FROM endpoints WHERE tenant_id = ? AND deleted_at IS NULL ORDER BY id',
-    ).all(tenantId) as Row[];
-    return subscriptions.set(
-      tenantId,
-      version,
-      rows.map((r) => ({
-        id: r.id as string,
-        eventTypes: eventTypes(r.event_types as string),
-        enabled: r.status === 'enabled',
-      })),
-    );
+    ).all(tenantId) as Array<{ id: string; event_types: string; status: string }>;
+    return subscriptions.set(tenantId, version, rows.map(subscriptionFromRow));
   };
 
   const fanout = (now: number, limit: number, ids: { delivery(): string; webhookId(): string }) => {

@@ -70,7 +70,7 @@ export function saveRuntime(st: St, endpointId: string, rt: EndpointRuntime, rel
   ).run(JSON.stringify(rt), cols.failingSince, cols.digestDueAt, cols.blockedUntil, released, endpointId);
 }
 
-export function loadRuntime(st: St, endpointId: string): EndpointRuntime {
+function loadRuntime(st: St, endpointId: string): EndpointRuntime {
   const r = st('SELECT runtime FROM endpoint_queue WHERE endpoint_id = ?').get(endpointId) as Row | undefined;
   return parseRuntime((r?.runtime as string | null) ?? null);
 }
