@@ -4,7 +4,7 @@
  * ceiling of a bare undici loop POSTing the same requests to the same receiver with the same concurrency.
  *
  *   npm run bench:delivery -- [--store sqlite|postgres] [--endpoints 100] [--events 50000]
- *                             [--concurrency 512] [--producer-concurrency 128] [--steady-events 2000]
+ *                             [--concurrency 512] [--producer-concurrency 512] [--steady-events 2000]
  *                             [--steady-rate 200] [--warmup-events 500] [--data-bytes 1024] [--poll-ms <ms>]
  *                             [--drain-events 0] [--ceiling-runs 3] [--cpu-prof <dir>]
  *
@@ -20,9 +20,11 @@
  *
  *   1. warm-up: --warmup-events at --steady-rate (excluded from every number).
  *   2. below saturation: --steady-events at --steady-rate; ttfa percentiles → below_saturation_ttfa_*.
- *   3. bulk: --events sent as fast as intake answers them (--producer-concurrency in flight, 128 by default: with
- *      fewer, each request waits out a whole commit turn of the pipeline and the producer's round trips, not
- *      Hookrail's capacity, set the rate), so a backlog builds and the delivery plane runs flat out.
+ *   3. bulk: --events sent as fast as intake answers them (--producer-concurrency in flight, 512 by default: with
+ *      fewer, each request waits out a whole commit turn of the pipeline, and the producer's round trips, not
+ *      Hookrail's capacity, set the rate — at 128, intake and delivery ran at the same rate with ttfa p50 ~40 ms,
+ *      i.e. no backlog), so a backlog builds and the delivery plane runs flat out. The phase says which it was:
+ *      deliveries drained after the producer finished, or delivery only keeping pace with intake.
  *      attempts_per_s = bulk deliveries / (last − first arrival of a bulk delivery at the receiver); ttfa_p50/p99
  *      are this phase's (saturated: they include the backlog wait).
  *   3b. drain (only with --drain-events N): Hookrail is restarted without the delivery role, accepts N events,
@@ -108,7 +110,7 @@ function parseOptions(argv: string[]): Options {
       endpoints: { type: 'string', default: '100' },
       events: { type: 'string', default: '50000' },
       concurrency: { type: 'string', default: '512' },
-      'producer-concurrency': { type: 'string', default: '128' },
+      'producer-concurrency': { type: 'string', default: '512' },
       'steady-events': { type: 'string', default: '2000' },
       'steady-rate': { type: 'string', default: '200' },
       'warmup-events': { type: 'string', default: '500' },
@@ -429,10 +431,16 @@ async function runPhase(
   const drained = ttfa.length
     ? [...accepted.keys()].filter((id) => (arrivals.get(id) ?? 0) > produce.finishedAt)
     : [];
-  if (drained.length >= deliveries / 10 && last > produce.finishedAt) {
+  if (ratePerS === null && last > produce.finishedAt) {
+    // A backlog left when the producer stops is what shows that delivery, not the producer, set the rate.
     log(
-      `${name}: after the producer finished, ${drained.length} deliveries drained at ` +
-        `${Math.round((drained.length * 1000) / (last - produce.finishedAt))}/s (delivery plane alone)`,
+      `${name}: after the producer finished, ${drained.length} deliveries ` +
+        `(${((100 * drained.length) / Math.max(1, deliveries)).toFixed(1)}%) drained at ` +
+        `${Math.round((drained.length * 1000) / (last - produce.finishedAt))}/s (delivery plane alone)` +
+        (drained.length < deliveries / 100
+          ? ": delivery kept pace with intake, so the producer's requests in flight set this rate, not the " +
+            'delivery plane (raise --producer-concurrency)'
+          : ''),
     );
   }
   if (foreignShare !== null && foreignShare > 0.1) {
