@@ -32,6 +32,15 @@ import type { PipelineMessage, PipelineThreadData } from './pipeline-thread-main
  */
 export const PIPELINE_ROLES: readonly Role[] = ['delivery', 'maintenance'];
 
+/**
+ * The thread's young generation (V8's default for a worker is ~48 MiB: two 16 MiB semi-spaces and the rest). Every
+ * attempt allocates its request, headers, response and completion, and with 512 attempts in flight a scavenge
+ * copies many still-live ones; a larger young generation scavenges less often and copies fewer of them. Measured
+ * (bench:delivery, SQLite, 6 alternated pairs): 3,839 against 3,618 attempts/s on average (5 pairs of 6), 343
+ * against 362 µs of CPU per event; GC was ~9 % of the thread before. Costs up to ~48 MiB more resident memory.
+ */
+const PIPELINE_YOUNG_GENERATION_MB = 96;
+
 export interface PipelineThread {
   /** Fan-out created deliveries: wake delivery. */
   poke(): void;
@@ -56,7 +65,11 @@ export async function startPipelineThread(deps: {
   const worker = new Worker(
     `const { workerData } = require('node:worker_threads');
      import(workerData.tsxApi).then((tsx) => { tsx.register(); return import(workerData.entry); });`,
-    { eval: true, workerData: data },
+    {
+      eval: true,
+      workerData: data,
+      resourceLimits: { maxYoungGenerationSizeMb: PIPELINE_YOUNG_GENERATION_MB },
+    },
   );
   let stopping = false;
   let failed = false;
