@@ -741,11 +741,11 @@ async function main(): Promise<number> {
     duplicates: rstats.duplicates,
   };
   const target = opts.store === 'sqlite' ? { ratio: 0.3, p99: 250 } : { ratio: 0.2, p99: null };
-  const met =
-    result.ratio >= target.ratio &&
-    (target.p99 === null || (result.below_saturation_ttfa_p99_ms ?? Number.POSITIVE_INFINITY) <= target.p99);
+  // On the unrounded values: a ratio of 0.2997 prints as 0.3 but does not meet 0.3.
+  const steadyP99 = steady?.ttfa.length ? percentile(steady.ttfa, 0.99) : Number.POSITIVE_INFINITY;
+  const met = ratio >= target.ratio && (target.p99 === null || steadyP99 <= target.p99);
   log(
-    `target (${opts.store}): ratio >= ${target.ratio}` +
+    `target (${opts.store}): ratio >= ${target.ratio} (measured ${ratio.toFixed(4)})` +
       `${target.p99 !== null ? `, below-saturation ttfa p99 <= ${target.p99} ms` : ''} → ${met ? 'met' : 'MISSED'}`,
   );
   process.stdout.write(`${JSON.stringify(result)}\n`);
