@@ -1,6 +1,7 @@
 /**
  * eventInsertBatch for PostgreSQL: group commit of a whole batch in one transaction, with idempotency keys that
- * stay unique per tenant across concurrent batches and processes.
+ * stay unique per tenant across concurrent batches and processes. A batch without keys is a single statement, which
+ * the caller runs without an explicit transaction.
  *
  * Why it is correct under concurrency: the claim is `INSERT INTO idempotency_keys ... ON CONFLICT DO NOTHING`.
  * When another transaction has inserted the same (tenant, key) and not yet committed, PostgreSQL makes our insert

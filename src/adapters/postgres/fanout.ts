@@ -93,52 +93,50 @@ export async function fanoutRun(
         if (ep.enabled) touched.set(ep.id, (touched.get(ep.id) ?? 0) + 1);
       }
     }
-    if (cols.id.length > 0) {
-      await c.query(
-        `INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id,
+    // The writes in one statement (one round trip, not three; below saturation a pass carries one or two events and
+    // its cost is its round trips): the deliveries, exactly the claimed fan-out rows (other fan-out processes may
+    // hold lower or interleaved seqs), and the queue rows of the endpoints that got deliveries. The queue rows are
+    // locked last in the pass, so they are held (leasing skips them, completion waits) only until COMMIT. Held they
+    // must be: a lease recomputing next_due_at before this commits would not see these deliveries. LEAST on the
+    // current row version, not on a value read earlier. The same update keeps the volume windows of domain/lanes.ts
+    // recordVolume (the promotion rate signal), also on the current version.
+    const sorted = [...touched.keys()].sort(cmp);
+    const W = VOLUME_WINDOW_MS;
+    await c.query(
+      `WITH ins AS (
+         INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id,
            webhook_id, status, attempts, next_attempt_at, replayed_from, created_at, updated_at)
          SELECT u.id, u.tenant_id, u.endpoint_id, u.event_id, u.event_seq, u.event_type, u.resource_id,
-                u.webhook_id, 'pending', 0, $9::bigint, NULL, $9::bigint, $9::bigint
-           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[],
-                       $8::text[])
-                AS u(id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id)`,
-        [
-          cols.id,
-          cols.tenant,
-          cols.endpoint,
-          cols.eventId,
-          cols.seq,
-          cols.type,
-          cols.resource,
-          cols.webhook,
-          now,
-        ],
-      );
-    }
-    // Exactly the claimed rows: other fan-out processes may hold lower or interleaved seqs.
-    await c.query('DELETE FROM fanout_pending WHERE event_seq = ANY($1::bigint[])', [
-      claimed.rows.map((r) => r.event_seq),
-    ]);
-    if (touched.size > 0) {
-      // Last, so the queue rows (which leasing skips and completion waits for) are held only until COMMIT.
-      // Held they must be: a lease recomputing next_due_at before this commits would not see these deliveries.
-      // LEAST on the current row version, not on a value read earlier. The same statement keeps the volume
-      // windows of domain/lanes.ts recordVolume (the promotion rate signal), also on the current version.
-      const sorted = [...touched.keys()].sort(cmp);
-      const W = VOLUME_WINDOW_MS;
-      await c.query(
-        `WITH l AS (${LOCK_QUEUE_ROWS})
-         UPDATE endpoint_queue q SET next_due_at = LEAST(COALESCE(q.next_due_at, $2), $2),
-                volume_previous = CASE WHEN $2 - q.volume_window_start < ${W} THEN q.volume_previous
-                  WHEN $2 - q.volume_window_start < ${2 * W} THEN q.volume_count ELSE 0 END,
-                volume_count = CASE WHEN $2 - q.volume_window_start < ${W} THEN q.volume_count + n.n ELSE n.n END,
-                volume_window_start = CASE WHEN $2 - q.volume_window_start < ${W} THEN q.volume_window_start
-                  ELSE $2 - ($2 - q.volume_window_start) % ${W} END
-           FROM l, unnest($1::text[], $3::int[]) AS n(endpoint_id, n)
-          WHERE q.endpoint_id = l.endpoint_id AND n.endpoint_id = l.endpoint_id`,
-        [sorted, now, sorted.map((id) => touched.get(id)!)],
-      );
-    }
+                u.webhook_id, 'pending', 0, $2::bigint, NULL, $2::bigint, $2::bigint
+           FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[], $10::text[],
+                       $11::text[])
+                AS u(id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id)
+       ), del AS (
+         DELETE FROM fanout_pending WHERE event_seq = ANY($12::bigint[])
+       ), l AS (${LOCK_QUEUE_ROWS})
+       UPDATE endpoint_queue q SET next_due_at = LEAST(COALESCE(q.next_due_at, $2), $2),
+              volume_previous = CASE WHEN $2 - q.volume_window_start < ${W} THEN q.volume_previous
+                WHEN $2 - q.volume_window_start < ${2 * W} THEN q.volume_count ELSE 0 END,
+              volume_count = CASE WHEN $2 - q.volume_window_start < ${W} THEN q.volume_count + n.n ELSE n.n END,
+              volume_window_start = CASE WHEN $2 - q.volume_window_start < ${W} THEN q.volume_window_start
+                ELSE $2 - ($2 - q.volume_window_start) % ${W} END
+         FROM l, unnest($1::text[], $3::int[]) AS n(endpoint_id, n)
+        WHERE q.endpoint_id = l.endpoint_id AND n.endpoint_id = l.endpoint_id`,
+      [
+        sorted,
+        now,
+        sorted.map((id) => touched.get(id)!),
+        cols.id,
+        cols.tenant,
+        cols.endpoint,
+        cols.eventId,
+        cols.seq,
+        cols.type,
+        cols.resource,
+        cols.webhook,
+        claimed.rows.map((r) => r.event_seq),
+      ],
+    );
     return { events: claimed.rows.length, deliveries: cols.id.length };
   });
 }

@@ -160,7 +160,12 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
    * the read timeout during a network partition) is destroyed rather than returned: after a partition heals, a
    * connection whose peer state was lost would otherwise hang every later query sent on it.
    */
-  async function query<R extends QueryResultRow>(text: string, values?: unknown[]) {
+  function query<R extends QueryResultRow>(text: string, values?: unknown[]) {
+    return onConnection((client) => client.query<R>(text, values));
+  }
+
+  /** fn's statements on one pooled connection, each committing on its own (no transaction); as for query. */
+  async function onConnection<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
     let client: PoolClient;
     try {
       client = await pool.connect();
@@ -173,7 +178,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
     };
     client.on('error', onError);
     try {
-      return await client.query<R>(text, values);
+      return await fn(client);
     } catch (err) {
       if (isUnavailableError(err)) destroy = true;
       throw unavailableOr(err);
@@ -356,6 +361,10 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
 
     async eventInsertBatch({ events, now, idempotencyWindowMs }): Promise<EventInsertOutcome[]> {
       if (events.length === 0) return [];
+      // Without idempotency keys a batch is one statement (the events and their fan-out rows), atomic and durable
+      // on its own: no BEGIN and COMMIT round trips. Below saturation a batch is often a single event.
+      if (events.every((e) => e.idempotencyKey === null))
+        return onConnection((c) => insertEventBatch(preparing(c), events, now, idempotencyWindowMs));
       return tx((c) => insertEventBatch(c, events, now, idempotencyWindowMs));
     },
 
