@@ -115,6 +115,8 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
         idempotencyWindowMs: IDEMPOTENCY_WINDOW_MS,
         maxBatch: config.intakeMaxBatch,
         maxInFlight: store.capabilities.multiProcess ? 4 : 1,
+        // Both where the store shares turns: a poke while a fan-out pass runs is not kept (Signal), so the durable
+        // commit pokes again; a pass that then finds nothing writes nothing and syncs nothing.
         onCommit: () => workers.eventsCommitted.poke(),
         ...(store.capabilities.sharedTurn ? { onSubmit: () => workers.eventsCommitted.poke() } : {}),
       })
