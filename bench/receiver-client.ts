@@ -4,6 +4,7 @@
  */
 import { createServer } from 'node:net';
 import type { ReceiverStats } from './delivery-receiver.ts';
+import type { Log } from './support.ts';
 
 /** A wait fails when the count has not moved for this long while some deliveries are still missing. */
 const STALL_MS = 60_000;
@@ -30,6 +31,34 @@ export class ReceiverClient {
 
   async reset(): Promise<void> {
     await (await fetch(`${this.control}/reset`, { method: 'POST' })).arrayBuffer();
+  }
+
+  /** Until `distinct` webhook-ids arrived, logging the rate every 5 s; fails when the count stops moving. */
+  async waitFor(distinct: number, what: string, log: Log): Promise<ReceiverStats> {
+    let last = await this.stats();
+    let lastMove = Date.now();
+    let lastLog = Date.now();
+    let logged = last.distinctWebhookIds;
+    while (last.distinctWebhookIds < distinct) {
+      await new Promise((r) => setTimeout(r, 100));
+      const s = await this.stats();
+      if (s.distinctWebhookIds !== last.distinctWebhookIds) lastMove = Date.now();
+      last = s;
+      if (Date.now() - lastLog >= 5000) {
+        const rate = ((s.distinctWebhookIds - logged) * 1000) / (Date.now() - lastLog);
+        log(
+          `${what}: ${s.distinctWebhookIds}/${distinct} delivered (${Math.round(rate)}/s over the last 5 s)`,
+        );
+        lastLog = Date.now();
+        logged = s.distinctWebhookIds;
+      }
+      if (Date.now() - lastMove > STALL_MS) {
+        throw new Error(
+          `${what}: stalled at ${s.distinctWebhookIds}/${distinct} deliveries for ${STALL_MS / 1000} s`,
+        );
+      }
+    }
+    return last;
   }
 
   /** Until `n` distinct deliveries arrived on paths that are not held; fails when the count stops moving. */
