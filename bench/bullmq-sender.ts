@@ -29,6 +29,8 @@ export interface SenderSpec {
   concurrency: number;
   /** Event type → endpoint URL (each bench endpoint subscribes to one type). */
   endpoints: Array<{ type: string; url: string }>;
+  /** `all`: intake and worker in this process; otherwise one of them (BullMQ's usual deployment runs both apart). */
+  role: 'all' | 'intake' | 'worker';
 }
 
 interface DeliveryJob {
@@ -47,9 +49,6 @@ async function main(): Promise<void> {
   // BullMQ 6 takes a client instance (ioredis is its optional peer); the Worker duplicates it for blocking reads.
   const connection = new Redis({ host: '127.0.0.1', port: spec.redisPort, maxRetriesPerRequest: null });
   const key = Buffer.from(spec.secret.slice('whsec_'.length), 'base64');
-  const urlOf = new Map(spec.endpoints.map((e) => [e.type, e.url]));
-  const auth = `Bearer ${spec.producerKey}`;
-
   const queue = new Queue<DeliveryJob>(QUEUE, {
     connection,
     defaultJobOptions: {
@@ -60,6 +59,58 @@ async function main(): Promise<void> {
     },
   });
 
+  const worker = spec.role === 'intake' ? null : startWorker(spec, connection, key);
+  const app = Fastify({ logger: false, bodyLimit: 256 * 1024 });
+  if (spec.role !== 'worker') {
+    const urlOf = new Map(spec.endpoints.map((e) => [e.type, e.url]));
+    const auth = `Bearer ${spec.producerKey}`;
+    app.post<{ Body: { tenant_id: string; type: string; data: Record<string, unknown> } }>(
+      '/v1/events',
+      { schema: { body: EVENT_SCHEMA } },
+      async (req, reply) => {
+        if (req.headers.authorization !== auth) return reply.code(401).send({ error: 'unauthorized' });
+        const createdAt = Date.now();
+        const eventId = `evt_${randomBytes(13).toString('hex')}`;
+        const url = urlOf.get(req.body.type);
+        if (url !== undefined) {
+          await queue.add(
+            'deliver',
+            { eventId, type: req.body.type, createdAt, data: JSON.stringify(req.body.data), url },
+            { jobId: `msg_${randomBytes(13).toString('hex')}` },
+          );
+        }
+        return reply.code(202).send({ id: eventId });
+      },
+    );
+  }
+  app.get('/stats', async () => queue.getJobCounts('waiting', 'active', 'delayed', 'completed', 'failed'));
+
+  const address = await app.listen({ host: '127.0.0.1', port: 0 });
+  process.stdout.write(`listening on ${address}\n`);
+  process.once('SIGTERM', () => {
+    void (async () => {
+      await app.close();
+      await worker?.close();
+      await queue.close();
+      connection.disconnect();
+      process.exit(0);
+    })();
+  });
+}
+
+const EVENT_SCHEMA = {
+  type: 'object',
+  required: ['tenant_id', 'type', 'data'],
+  additionalProperties: false,
+  properties: {
+    tenant_id: { type: 'string', maxLength: 64 },
+    type: { type: 'string', minLength: 1, maxLength: 128 },
+    data: { type: 'object' },
+  },
+} as const;
+
+/** The delivery side: a BullMQ Worker sending each job as a signed POST; a throw makes BullMQ retry it. */
+function startWorker(spec: SenderSpec, connection: Redis, key: Buffer): { close(): Promise<void> } {
   const agent = new Agent({
     connect: { timeout: 5_000 },
     headersTimeout: 15_000,
@@ -99,53 +150,12 @@ async function main(): Promise<void> {
     { connection, concurrency: spec.concurrency },
   );
   worker.on('error', (err) => process.stderr.write(`worker: ${err.message}\n`));
-
-  const app = Fastify({ logger: false, bodyLimit: 256 * 1024 });
-  app.post<{ Body: { tenant_id: string; type: string; data: Record<string, unknown> } }>(
-    '/v1/events',
-    {
-      schema: {
-        body: {
-          type: 'object',
-          required: ['tenant_id', 'type', 'data'],
-          additionalProperties: false,
-          properties: {
-            tenant_id: { type: 'string', maxLength: 64 },
-            type: { type: 'string', minLength: 1, maxLength: 128 },
-            data: { type: 'object' },
-          },
-        },
-      },
-    },
-    async (req, reply) => {
-      if (req.headers.authorization !== auth) return reply.code(401).send({ error: 'unauthorized' });
-      const createdAt = Date.now();
-      const eventId = `evt_${randomBytes(13).toString('hex')}`;
-      const url = urlOf.get(req.body.type);
-      if (url !== undefined) {
-        await queue.add(
-          'deliver',
-          { eventId, type: req.body.type, createdAt, data: JSON.stringify(req.body.data), url },
-          { jobId: `msg_${randomBytes(13).toString('hex')}` },
-        );
-      }
-      return reply.code(202).send({ id: eventId });
-    },
-  );
-  app.get('/stats', async () => queue.getJobCounts('waiting', 'active', 'delayed', 'completed', 'failed'));
-
-  const address = await app.listen({ host: '127.0.0.1', port: 0 });
-  process.stdout.write(`listening on ${address}\n`);
-  process.once('SIGTERM', () => {
-    void (async () => {
-      await app.close();
+  return {
+    async close() {
       await worker.close();
-      await queue.close();
-      connection.disconnect();
       await agent.close();
-      process.exit(0);
-    })();
-  });
+    },
+  };
 }
 
 main().catch((err) => {

@@ -3,9 +3,12 @@
  * receiver, producer, phases and ceiling as bench:delivery (bench/delivery-phases.ts), so its ratio reads beside
  * Hookrail's.
  *
- *   npm run bench:bullmq -- [--fsync always|everysec] [--endpoints 100] [--events 50000] [--concurrency 512]
+ *   npm run bench:bullmq -- [--fsync always|everysec] [--worker-process] [--endpoints 100] [--events 50000] [--concurrency 512]
  *                           [--producer-concurrency 512] [--steady-events 2000] [--steady-rate 200]
  *                           [--warmup-events 500] [--data-bytes 1024] [--ceiling-runs 3]
+ *
+ * `--worker-process` runs the BullMQ Worker in a process of its own (how BullMQ is usually deployed; its CPU is
+ * then reported with Redis's) instead of beside intake in the sender's process.
  *
  * Redis is a server of the benchmark's own (`redis-server` on a free port, a fresh directory, AOF on, no RDB
  * snapshots), so the durability of a 202 is set here and not by the machine's Redis: `--fsync always` (the default)
@@ -43,18 +46,24 @@ const PER_ENDPOINT_CAP = 10;
 
 interface Options extends LoadOptions {
   fsync: 'always' | 'everysec';
+  /** The Worker in a process of its own (BullMQ's usual deployment) instead of beside intake. */
+  split: boolean;
 }
 
 function parseOptions(argv: string[]): Options {
   const { values } = parseArgs({
     args: argv,
     strict: true,
-    options: { ...LOAD_OPTIONS, fsync: { type: 'string', default: 'always' } },
+    options: {
+      ...LOAD_OPTIONS,
+      fsync: { type: 'string', default: 'always' },
+      'worker-process': { type: 'boolean', default: false },
+    },
   });
   if (values.fsync !== 'always' && values.fsync !== 'everysec') {
     throw new Error('--fsync must be always or everysec');
   }
-  return { ...loadOptions(values), fsync: values.fsync };
+  return { ...loadOptions(values), fsync: values.fsync, split: values['worker-process'] };
 }
 
 /** A redis-server of this run's own; resolves once it accepts connections. */
@@ -131,13 +140,19 @@ async function main(): Promise<number> {
     secret: `whsec_${randomBytes(32).toString('base64')}`,
     concurrency: opts.concurrency,
     endpoints: types.map((type, i) => ({ type, url: `${receiverServer.url}${paths[i]}` })),
+    role: opts.split ? 'intake' : 'all',
   };
-  const sender = await startServer(
-    'sender',
-    ['--import', 'tsx', join(ROOT, 'bench/bullmq-sender.ts'), JSON.stringify(spec)],
-    process.env,
+  const startSender = (name: string, s: SenderSpec) =>
+    startServer(
+      name,
+      ['--import', 'tsx', join(ROOT, 'bench/bullmq-sender.ts'), JSON.stringify(s)],
+      process.env,
+    );
+  const sender = await startSender('sender', spec);
+  const workerProcess = opts.split ? await startSender('worker', { ...spec, role: 'worker' }) : null;
+  log(
+    `sender listening on ${sender.url}${workerProcess ? ' (intake only; the Worker in a process of its own)' : ''}`,
   );
-  log(`sender listening on ${sender.url}`);
 
   // 2. Warm-up, below saturation, bulk: as bench:delivery.
   const ctx: PhaseCtx = {
@@ -145,8 +160,9 @@ async function main(): Promise<number> {
     target: { url: sender.url, pid: sender.child.pid, label: 'sender' },
     receiver,
     receiverPid: receiverServer.child.pid,
-    backendPids: async () => (redis.child.pid === undefined ? [] : [redis.child.pid]),
-    backendLabel: 'its Redis',
+    backendPids: async () =>
+      [redis.child.pid, workerProcess?.child.pid].filter((pid): pid is number => pid !== undefined),
+    backendLabel: workerProcess ? 'its worker process and Redis' : 'its Redis',
     tenantId: 'bench',
     producerKey: spec.producerKey,
     types,
@@ -163,6 +179,7 @@ async function main(): Promise<number> {
   const queueOk = ['waiting', 'active', 'delayed', 'failed'].every((k) => (counts[k] ?? 0) === 0);
   log(`verify queue: ${JSON.stringify(counts)}: ${queueOk ? 'OK' : 'MISMATCH'}`);
   await sender.stop();
+  await workerProcess?.stop();
   redis.child.kill('SIGTERM');
 
   // 4. The ceiling: as bench:delivery's.
@@ -186,6 +203,7 @@ async function main(): Promise<number> {
   const result = {
     bench: 'bullmq',
     fsync: opts.fsync,
+    worker_process: opts.split,
     ...resultFields(opts, bulk, steady, ceiling),
     deliveries: verified.accepted,
     lost: verified.lost,
