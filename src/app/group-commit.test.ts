@@ -33,6 +33,7 @@ describe('GroupCommitter', () => {
       clock,
       random,
       batch: 100,
+      deliveryBatch: 1_000,
       pollMs: 60_000,
       wake: committed,
       deliveriesCreated: new Signal(),

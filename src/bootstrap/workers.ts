@@ -14,6 +14,16 @@ import { DeliveryWorker } from '../worker/delivery-worker.ts';
 import { FanoutWorker } from '../worker/fanout-worker.ts';
 import { Maintenance } from '../worker/maintenance.ts';
 
+/**
+ * Fan-out's pass size. Per pass, every endpoint that got deliveries has its queue row updated once, so larger passes
+ * cost less per event under load (bench:delivery, PostgreSQL, 4 alternated pairs: 1,024 events against 256 gave
+ * +16 % end to end and −25 % backend CPU per event; 2,048 no more; SQLite +2–3 %). Below saturation a pass carries
+ * what has arrived, one or two events. The delivery bound keeps a pass one modest transaction when events match
+ * many endpoints (1,024 events × 100 wildcard endpoints would be ~100,000 rows).
+ */
+const FANOUT_EVENTS = 1_024;
+const FANOUT_DELIVERIES = 4_096;
+
 export interface Workers {
   /** Poke after events were committed in this process. */
   eventsCommitted: Signal;
@@ -49,7 +59,8 @@ export function createWorkers(deps: {
         store,
         clock,
         random,
-        batch: 256,
+        batch: FANOUT_EVENTS,
+        deliveryBatch: FANOUT_DELIVERIES,
         pollMs: config.pollMs,
         wake: eventsCommitted,
         deliveriesCreated,

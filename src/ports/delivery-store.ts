@@ -234,13 +234,17 @@ export interface DeliveryStore {
   secretRetire(p: { id: string; endpointId: string; now: number }): Promise<'retired' | 'not_found' | 'last'>;
 
   /**
-   * Fan-out, exactly once: takes up to `limit` committed events from the fan-out stream, reads each tenant's
+   * Fan-out, exactly once: takes committed events from the fan-out stream oldest first, reads each tenant's
    * enabled endpoints in the same transaction (strongly consistent, once per event), creates one delivery per
-   * matching endpoint, and removes the events from the stream. Returns how many events it processed.
+   * matching endpoint, and removes the events it took from the stream. It stops after `limit` events, or after the
+   * event that brings the deliveries created to `deliveryLimit` (absent: no such limit), so one pass stays one
+   * bounded transaction when events match many endpoints; the rest wait for the next pass. Returns how many events
+   * it took and how many deliveries it created.
    */
   fanoutRun(p: {
     now: number;
     limit: number;
+    deliveryLimit?: number;
     ids: DeliveryIdFactory;
   }): Promise<{ events: number; deliveries: number }>;
 

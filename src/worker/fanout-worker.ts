@@ -12,7 +12,10 @@ export interface FanoutWorkerOptions {
   store: Store;
   clock: Clock;
   random: Random;
+  /** Events per pass at most. */
   batch: number;
+  /** A pass ends after the event that brings its deliveries to this many (events matching many endpoints). */
+  deliveryBatch: number;
   pollMs: number;
   /** Poked by intake in this process. */
   wake: Signal;
@@ -41,11 +44,12 @@ export class FanoutWorker {
 
   /** One pass; exported for tests that drive the plane step by step. */
   async runOnce(): Promise<{ events: number; deliveries: number }> {
-    const { store, clock, random, batch } = this.opts;
+    const { store, clock, random, batch, deliveryBatch } = this.opts;
     const now = clock.now();
     const result = await store.fanoutRun({
       now,
       limit: batch,
+      deliveryLimit: deliveryBatch,
       ids: {
         delivery: () => newId('delivery', now, random.bytes(10)),
         webhookId: () => newId('message', now, random.bytes(10)),
@@ -58,8 +62,11 @@ export class FanoutWorker {
   private async run(): Promise<void> {
     while (this.running) {
       try {
-        const { events } = await this.runOnce();
-        if (events < this.opts.batch) await this.opts.wake.wait(this.opts.pollMs);
+        const { events, deliveries } = await this.runOnce();
+        // A full pass (by either limit) may have left more: go again at once.
+        if (events < this.opts.batch && deliveries < this.opts.deliveryBatch) {
+          await this.opts.wake.wait(this.opts.pollMs);
+        }
       } catch (err) {
         this.opts.logger?.warn({ err }, 'fan-out pass failed; retrying');
         await this.opts.wake.wait(this.opts.pollMs * 10);

@@ -68,7 +68,8 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
   const subscriptions = new SubscriptionCache();
   return {
     ...createEndpointsStore({ query, tx }),
-    fanoutRun: ({ now, limit, ids }) => fanoutRun(tx, subscriptions, now, limit, ids),
+    fanoutRun: ({ now, limit, deliveryLimit, ids }) =>
+      fanoutRun(tx, subscriptions, now, limit, deliveryLimit ?? Number.POSITIVE_INFINITY, ids),
     deliveryLease: ({ owner, now, limit, perEndpoint, leaseMs, lanes }) =>
       lease(tx, owner, now, limit, perEndpoint, leaseMs, lanes),
     deliverySkipBlocked: (p) => skipBlocked(tx, p),

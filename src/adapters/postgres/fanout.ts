@@ -15,6 +15,7 @@ export async function fanoutRun(
   subscriptions: SubscriptionCache,
   now: number,
   limit: number,
+  deliveryLimit: number,
   ids: DeliveryIdFactory,
 ) {
   return tx(async (c) => {
@@ -80,7 +81,13 @@ export async function fanoutRun(
       webhook: [] as string[],
     };
     const touched = new Map<string, number>(); // endpoint → deliveries created (its fan-out volume)
-    for (const ev of events) {
+    // Oldest first, up to the event that reaches deliveryLimit; the claimed rows after it stay in the stream (their
+    // locks end with this transaction) for the next pass.
+    let taken = 0;
+    for (const ev of claimed.rows) {
+      if (cols.id.length >= deliveryLimit) break;
+      taken++;
+      if (ev.id === null) continue; // its event is gone: only the stream row is removed
       for (const ep of byTenant.get(ev.tenant_id!)?.matching(ev.type!) ?? []) {
         cols.id.push(ids.delivery());
         cols.tenant.push(ev.tenant_id!);
@@ -134,9 +141,9 @@ export async function fanoutRun(
         cols.type,
         cols.resource,
         cols.webhook,
-        claimed.rows.map((r) => r.event_seq),
+        claimed.rows.slice(0, taken).map((r) => r.event_seq),
       ],
     );
-    return { events: claimed.rows.length, deliveries: cols.id.length };
+    return { events: taken, deliveries: cols.id.length };
   });
 }

@@ -35,7 +35,8 @@ export function createSqliteDeliveryStore(
     ...createEndpointsStore(db, st, refreshDue),
 
     // The pipeline's writes share one commit per event-loop turn (turn-commit.ts).
-    fanoutRun: ({ now, limit, ids }) => turn.submit(() => fanout(now, limit, ids)),
+    fanoutRun: ({ now, limit, deliveryLimit, ids }) =>
+      turn.submit(() => fanout(now, limit, deliveryLimit ?? Number.POSITIVE_INFINITY, ids)),
     deliveryLease: ({ owner, now, limit, perEndpoint, leaseMs, lanes }) =>
       turn.submit(() => lease(owner, now, limit, perEndpoint, leaseMs, lanes)),
     deliverySkipBlocked: ({ now, limit, lanes, skip, ids }) =>

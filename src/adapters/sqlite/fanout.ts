@@ -28,7 +28,12 @@ export function createFanout(st: St) {
     return subscriptions.set(tenantId, version, rows.map(subscriptionFromRow));
   };
 
-  const fanout = (now: number, limit: number, ids: { delivery(): string; webhookId(): string }) => {
+  const fanout = (
+    now: number,
+    limit: number,
+    deliveryLimit: number,
+    ids: { delivery(): string; webhookId(): string },
+  ) => {
     const pending = st(
       `SELECT f.event_seq, e.id, e.tenant_id, e.type, e.resource_id FROM fanout_pending f
        JOIN events e ON e.seq = f.event_seq ORDER BY f.event_seq LIMIT ? + 0`,
@@ -37,7 +42,10 @@ export function createFanout(st: St) {
     const byTenant = new Map<string, TenantSubscriptions | null>(); // read once per pass; null: tenant deleted
     const touched = new Map<string, number>(); // endpoint → deliveries created (its fan-out volume)
     let deliveries = 0;
+    let taken = 0;
     for (const ev of pending) {
+      if (deliveries >= deliveryLimit) break; // the rest are the next pass's
+      taken++;
       const tenantId = ev.tenant_id as string;
       let subs = byTenant.get(tenantId);
       if (subs === undefined) {
@@ -75,8 +83,9 @@ export function createFanout(st: St) {
          WHERE endpoint_id = @id`,
     );
     for (const [id, n] of touched) due.run({ now, id, n });
-    st('DELETE FROM fanout_pending WHERE event_seq <= ?').run(pending[pending.length - 1]?.event_seq);
-    return { events: pending.length, deliveries };
+    // One fan-out loop, in sequence order: everything up to the last event taken is done.
+    st('DELETE FROM fanout_pending WHERE event_seq <= ?').run(pending[taken - 1]?.event_seq);
+    return { events: taken, deliveries };
   };
   return fanout;
 }
