@@ -497,14 +497,15 @@ export function runDeliveryConformance(opts: StoreConformanceOptions): void {
       test('fanoutRun ends a pass after the event that reaches `deliveryLimit`; the rest wait', async () => {
         const t = await newTenant();
         const eps = [await newEndpoint(t.id), await newEndpoint(t.id), await newEndpoint(t.id)];
-        const evs = Array.from({ length: 4 }, () => eventRecord(t.id, 'a.b'));
+        const evs = Array.from({ length: 5 }, () => eventRecord(t.id, 'a.b'));
         await store.eventInsertBatch({ events: evs, now: NOW, idempotencyWindowMs: WINDOW });
         const run = (deliveryLimit: number) => store.fanoutRun({ now: NOW, limit: 10, deliveryLimit, ids });
         // Three deliveries per event: the limit of 4 is reached by the second event, which is taken whole.
         expect(await run(4)).toEqual({ events: 2, deliveries: 6 });
-        expect(await store.fanoutPendingCount()).toBe(2);
+        expect(await store.fanoutPendingCount()).toBe(3);
         // An event is taken whole even when it alone exceeds the limit, so a pass always makes progress.
         expect(await run(1)).toEqual({ events: 1, deliveries: 3 });
+        expect(await run(0)).toEqual({ events: 1, deliveries: 3 });
         expect(await run(100)).toEqual({ events: 1, deliveries: 3 });
         expect(await store.fanoutPendingCount()).toBe(0);
         for (const ep of eps) {

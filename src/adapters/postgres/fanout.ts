@@ -85,7 +85,7 @@ export async function fanoutRun(
     // locks end with this transaction) for the next pass.
     let taken = 0;
     for (const ev of claimed.rows) {
-      if (cols.id.length >= deliveryLimit) break;
+      if (taken > 0 && cols.id.length >= deliveryLimit) break;
       taken++;
       if (ev.id === null) continue; // its event is gone: only the stream row is removed
       for (const ep of byTenant.get(ev.tenant_id!)?.matching(ev.type!) ?? []) {

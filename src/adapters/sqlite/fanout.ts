@@ -44,7 +44,7 @@ export function createFanout(st: St) {
     let deliveries = 0;
     let taken = 0;
     for (const ev of pending) {
-      if (deliveries >= deliveryLimit) break; // the rest are the next pass's
+      if (taken > 0 && deliveries >= deliveryLimit) break; // the rest are the next pass's
       taken++;
       const tenantId = ev.tenant_id as string;
       let subs = byTenant.get(tenantId);
