@@ -25,8 +25,9 @@
  *      Hookrail's capacity, set the rate — at 128, intake and delivery ran at the same rate with ttfa p50 ~40 ms,
  *      i.e. no backlog), so a backlog builds and the delivery plane runs flat out. The phase says which it was:
  *      deliveries drained after the producer finished, or delivery only keeping pace with intake.
- *      attempts_per_s = bulk deliveries / (last − first arrival of a bulk delivery at the receiver); ttfa_p50/p99
- *      are this phase's (saturated: they include the backlog wait).
+ *      attempts_per_s = bulk deliveries / (last − first arrival of a bulk delivery at the receiver);
+ *      end_to_end_per_s = bulk deliveries / (last arrival − the producer's first send); ttfa_p50/p99 are this
+ *      phase's (saturated: they include the backlog wait).
  *   3b. drain (only with --drain-events N): Hookrail is restarted without the delivery role, accepts N events,
  *      and is restarted with all roles; drain_attempts_per_s is the rate at which the delivery plane alone (no
  *      intake competing for the process) empties that ready backlog, first → last arrival.
