@@ -113,6 +113,10 @@ async function startRedis(
       clearTimeout(timer);
       reject(new Error(`redis-server exited (code ${code}):\n${out}`));
     });
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(new Error(`cannot run redis-server (bench:bullmq needs Redis installed): ${err.message}`));
+    });
   });
   return { port, child };
 }
