@@ -27,6 +27,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { SenderSpec } from './bullmq-sender.ts';
 import {
+  ceilingConcurrency,
   LOAD_OPTIONS,
   type LoadOptions,
   loadOptions,
@@ -41,8 +42,6 @@ import { deadPort } from './receiver-client.ts';
 import { onCleanup, ROOT, runMain, startServer, waitForIdle } from './support.ts';
 
 const log = (msg: string) => process.stderr.write(`[bench:bullmq] ${msg}\n`);
-/** The ceiling's concurrency as bench:delivery computes it (Hookrail's per-endpoint cap of 10), so both match. */
-const PER_ENDPOINT_CAP = 10;
 
 interface Options extends LoadOptions {
   fsync: 'always' | 'everysec';
@@ -123,7 +122,7 @@ async function startRedis(
 
 async function main(): Promise<number> {
   const opts = parseOptions(process.argv.slice(2));
-  const ceilingConcurrency = Math.min(opts.concurrency, opts.endpoints * PER_ENDPOINT_CAP);
+  const ceilingInflight = ceilingConcurrency(opts);
   log(
     `BullMQ sender, Redis AOF appendfsync ${opts.fsync}, ${opts.endpoints} endpoints, ${opts.events} events, ` +
       `worker concurrency ${opts.concurrency}, warm-up ${opts.warmupEvents} + below-saturation ` +
@@ -196,7 +195,7 @@ async function main(): Promise<number> {
     paths,
     types,
     events: opts.events,
-    concurrency: ceilingConcurrency,
+    concurrency: ceilingInflight,
     dataBytes: opts.dataBytes,
     runs: opts.ceilingRuns,
   });

@@ -65,6 +65,15 @@ export interface LoadOptions {
   dataBytes: number;
 }
 
+/** Hookrail's default per-endpoint in-flight cap (PRODUCT.md §6); the bench endpoints keep it. */
+const PER_ENDPOINT_CAP = 10;
+
+/**
+ * The ceiling's requests in flight: Hookrail's effective concurrency, its worker cap and the per-endpoint caps,
+ * so that the ceiling is the same for every system measured against it.
+ */
+export const ceilingConcurrency = (o: LoadOptions) => Math.min(o.concurrency, o.endpoints * PER_ENDPOINT_CAP);
+
 /** An integer option at least `min`, or a clear error. */
 export function intOption(name: string, v: string, min: number): number {
   const n = Number(v);

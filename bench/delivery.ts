@@ -54,6 +54,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import {
+  ceilingConcurrency,
   intOption,
   LOAD_OPTIONS,
   type LoadOptions,
@@ -85,8 +86,6 @@ import {
 
 const log = (msg: string) => process.stderr.write(`[bench:delivery] ${msg}\n`);
 const ALL_ROLES = 'intake,control,fanout,delivery,replay,maintenance';
-/** Hookrail's default per-endpoint in-flight cap (PRODUCT.md §6); the bench endpoints keep it. */
-const PER_ENDPOINT_CAP = 10;
 
 // ---------------------------------------------------------------------------------------------- arguments
 
@@ -234,7 +233,7 @@ function describeTimeline(phase: PhaseResult, rows: AttemptRow[]): void {
 
 async function main(): Promise<number> {
   const opts = parseOptions(process.argv.slice(2));
-  const effectiveConcurrency = Math.min(opts.concurrency, opts.endpoints * PER_ENDPOINT_CAP);
+  const effectiveConcurrency = ceilingConcurrency(opts);
   log(
     `store ${opts.store}, ${opts.endpoints} endpoints, ${opts.events} events (= deliveries: each event type ` +
       `addresses one endpoint), delivery concurrency ${opts.concurrency} (effective ${effectiveConcurrency}), ` +

@@ -34,49 +34,46 @@ export class ReceiverClient {
   }
 
   /** Until `distinct` webhook-ids arrived, logging the rate every 5 s; fails when the count stops moving. */
-  async waitFor(distinct: number, what: string, log: Log): Promise<ReceiverStats> {
-    let last = await this.stats();
-    let lastMove = Date.now();
-    let lastLog = Date.now();
-    let logged = last.distinctWebhookIds;
-    while (last.distinctWebhookIds < distinct) {
-      await new Promise((r) => setTimeout(r, 100));
-      const s = await this.stats();
-      if (s.distinctWebhookIds !== last.distinctWebhookIds) lastMove = Date.now();
-      last = s;
-      if (Date.now() - lastLog >= 5000) {
-        const rate = ((s.distinctWebhookIds - logged) * 1000) / (Date.now() - lastLog);
-        log(
-          `${what}: ${s.distinctWebhookIds}/${distinct} delivered (${Math.round(rate)}/s over the last 5 s)`,
-        );
-        lastLog = Date.now();
-        logged = s.distinctWebhookIds;
-      }
-      if (Date.now() - lastMove > STALL_MS) {
-        throw new Error(
-          `${what}: stalled at ${s.distinctWebhookIds}/${distinct} deliveries for ${STALL_MS / 1000} s`,
-        );
-      }
-    }
-    return last;
+  waitFor(distinct: number, what: string, log: Log): Promise<ReceiverStats> {
+    return this.waitUntil((s) => s.distinctWebhookIds, distinct, what, 'deliveries', log);
   }
 
   /** Until `n` distinct deliveries arrived on paths that are not held; fails when the count stops moving. */
   async waitForUnheld(n: number, what: string): Promise<void> {
-    let last = -1;
+    await this.waitUntil((s) => s.distinctWebhookIds - s.heldWebhookIds, n, what, 'healthy deliveries', null);
+  }
+
+  /** Polls the stats until `count` reaches `n`; fails when it has not moved for STALL_MS. */
+  private async waitUntil(
+    count: (s: ReceiverStats) => number,
+    n: number,
+    what: string,
+    noun: string,
+    log: Log | null,
+  ): Promise<ReceiverStats> {
+    let s = await this.stats();
+    let last = count(s);
     let lastMove = Date.now();
-    for (;;) {
-      const s = await this.stats();
-      const got = s.distinctWebhookIds - s.heldWebhookIds;
-      if (got >= n) return;
+    let lastLog = Date.now();
+    let logged = last;
+    while (count(s) < n) {
+      await new Promise((r) => setTimeout(r, 100));
+      s = await this.stats();
+      const got = count(s);
       if (got !== last) {
         last = got;
         lastMove = Date.now();
       }
-      if (Date.now() - lastMove > STALL_MS) {
-        throw new Error(`${what}: stalled at ${got}/${n} healthy deliveries for ${STALL_MS / 1000} s`);
+      if (log && Date.now() - lastLog >= 5000) {
+        const rate = ((got - logged) * 1000) / (Date.now() - lastLog);
+        log(`${what}: ${got}/${n} delivered (${Math.round(rate)}/s over the last 5 s)`);
+        lastLog = Date.now();
+        logged = got;
       }
-      await new Promise((r) => setTimeout(r, 100));
+      if (Date.now() - lastMove > STALL_MS) {
+        throw new Error(`${what}: stalled at ${got}/${n} ${noun} for ${STALL_MS / 1000} s`);
+      }
     }
+    return s;
   }
 }
