@@ -171,6 +171,7 @@ async function main(): Promise<number> {
     types,
     tmp,
     producerConcurrency: opts.producerConcurrency,
+    producerClient: opts.producerClient,
     dataBytes: opts.dataBytes,
     expectedSoFar: 0,
   };

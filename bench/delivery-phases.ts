@@ -51,6 +51,7 @@ export const LOAD_OPTIONS = {
   'warmup-events': { type: 'string', default: '500' },
   'ceiling-runs': { type: 'string', default: '3' },
   'data-bytes': { type: 'string', default: '1024' },
+  'producer-client': { type: 'string', default: 'sockets' },
 } as const;
 
 export interface LoadOptions {
@@ -63,6 +64,8 @@ export interface LoadOptions {
   warmupEvents: number;
   ceilingRuns: number;
   dataBytes: number;
+  /** The producer's HTTP client (delivery-producer.ts): `sockets`, or `undici` (more of the machine's CPU). */
+  producerClient: 'sockets' | 'undici';
 }
 
 /** Hookrail's default per-endpoint in-flight cap (PRODUCT.md §6); the bench endpoints keep it. */
@@ -81,6 +84,11 @@ export function intOption(name: string, v: string, min: number): number {
   return n;
 }
 
+function producerClient(v: string): 'sockets' | 'undici' {
+  if (v !== 'sockets' && v !== 'undici') throw new Error('--producer-client must be sockets or undici');
+  return v;
+}
+
 /** LOAD_OPTIONS as parsed by parseArgs, checked. */
 export function loadOptions(values: { [K in keyof typeof LOAD_OPTIONS]: string }): LoadOptions {
   return {
@@ -93,6 +101,7 @@ export function loadOptions(values: { [K in keyof typeof LOAD_OPTIONS]: string }
     warmupEvents: intOption('warmup-events', values['warmup-events'], 0),
     ceilingRuns: intOption('ceiling-runs', values['ceiling-runs'], 1),
     dataBytes: intOption('data-bytes', values['data-bytes'], 400),
+    producerClient: producerClient(values['producer-client']),
   };
 }
 
@@ -135,6 +144,7 @@ export interface PhaseCtx {
   types: string[];
   tmp: string;
   producerConcurrency: number;
+  producerClient: 'sockets' | 'undici';
   dataBytes: number;
   /** Distinct deliveries expected at the receiver once the previous phases are complete. */
   expectedSoFar: number;
@@ -158,6 +168,7 @@ export async function runPhase(
     ratePerS,
     dataBytes: ctx.dataBytes,
     outFile,
+    client: ctx.producerClient,
   };
   log(
     `${name}: sending ${count} events ${ratePerS === null ? 'as fast as intake takes them' : `at ${ratePerS}/s`}`,
@@ -245,6 +256,10 @@ export async function runPhase(
             ? `; ${ctx.backendLabel} ${Math.round((100 * backendMs) / phaseMs)}% of a core, ` +
               `${Math.round((backendMs * 1000) / Math.max(1, deliveries))} µs per event`
             : '')
+        : '') +
+      (rcpu0 !== null && rcpu1 !== null
+        ? `; producer ${Math.round((produce.sendCpuMs * 1000) / Math.max(1, deliveries))}, receiver ` +
+          `${Math.round(((rcpu1 - rcpu0) * 1000) / Math.max(1, deliveries))} µs per event`
         : '') +
       (r.machineBusy !== null
         ? `; machine ${Math.round(100 * r.machineBusy)}% busy (${Math.round(100 * (r.machineSteal ?? 0))}% stolen` +
@@ -377,7 +392,9 @@ export async function measureCeiling(
     await receiver.reset();
     if (run > 1) await waitForIdle(`ceiling run ${run}`, log);
     const snap = cpuSnapshot([c.receiverPid]);
+    const rcpu0 = cpuMsOf(c.receiverPid);
     const ceiling = await runWorker<CeilingReport>('bench/delivery-ceiling.ts', spec);
+    const rcpu1 = cpuMsOf(c.receiverPid);
     const foreign = foreignShareSince(snap, ceiling.cpuMs);
     const carr = await receiver.arrivals();
     let cFirst = Number.POSITIVE_INFINITY;
@@ -394,6 +411,10 @@ export async function measureCeiling(
       `ceiling run ${run}: ${ceiling.ok} ok, ${ceiling.failed} failed; ${cCount} at the receiver; ` +
         `${Math.round(perS)} attempts/s over the receiver window (${Math.round(ceiling.attemptsPerS)}/s as the ` +
         `client saw it)` +
+        (rcpu0 !== null && rcpu1 !== null
+          ? `; client ${Math.round((ceiling.cpuMs * 1000) / (c.events + spec.warmupCount))}, receiver ` +
+            `${Math.round(((rcpu1 - rcpu0) * 1000) / (c.events + spec.warmupCount))} µs per request`
+          : '') +
         (foreign !== null ? `; ${Math.round(100 * foreign)}% of the machine used by other processes` : ''),
     );
     if (ceiling.failed > 0 || cCount !== c.events) ok = false;

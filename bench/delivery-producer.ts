@@ -11,6 +11,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { Pool } from 'undici';
+import { requestBytes, SocketPool } from './socket-client.ts';
 import { eventData, machineMs, percentile } from './support.ts';
 
 export interface ProduceSpec {
@@ -23,6 +24,8 @@ export interface ProduceSpec {
   ratePerS: number | null;
   dataBytes: number;
   outFile: string;
+  /** `sockets` (socket-client.ts, the default) or `undici` (a Pool, the producer before 2026-12-02; more CPU). */
+  client?: 'sockets' | 'undici';
 }
 
 export interface ProduceReport {
@@ -41,6 +44,8 @@ export interface ProduceReport {
   maxLagMs: number;
   /** CPU time of this process over its whole life, ms. */
   cpuMs: number;
+  /** CPU time from the first send on (start-up excluded), ms. */
+  sendCpuMs: number;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -54,7 +59,26 @@ async function main(): Promise<void> {
     ),
   );
   const headers = { authorization: `Bearer ${spec.producerKey}`, 'content-type': 'application/json' };
-  const pool = new Pool(spec.origin, { connections: spec.concurrency, pipelining: 1 });
+  let post: (typeIndex: number) => Promise<{ status: number; body: string }>;
+  let close: () => Promise<void>;
+  if (spec.client === 'undici') {
+    const pool = new Pool(spec.origin, { connections: spec.concurrency, pipelining: 1 });
+    post = async (t) => {
+      const res = await pool.request({
+        path: '/v1/events',
+        method: 'POST',
+        headers,
+        body: bodies[t] as Buffer,
+      });
+      return { status: res.statusCode, body: await res.body.text() };
+    };
+    close = () => pool.close();
+  } else {
+    const pool = new SocketPool(spec.origin);
+    const requests = bodies.map((b) => requestBytes(spec.origin, '/v1/events', headers, b));
+    post = (t) => pool.request(requests[t] as Buffer);
+    close = async () => pool.close();
+  }
 
   const times: Array<[string, number, number]> = [];
   const latencies: number[] = [];
@@ -68,21 +92,15 @@ async function main(): Promise<void> {
   const sendOne = async (i: number) => {
     const t0 = machineMs();
     try {
-      const res = await pool.request({
-        path: '/v1/events',
-        method: 'POST',
-        headers,
-        body: bodies[i % bodies.length] as Buffer,
-      });
+      const res = await post(i % bodies.length);
       const at = machineMs();
-      const text = await res.body.text();
-      statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
-      if (res.statusCode === 202) {
-        times.push([(JSON.parse(text) as { id: string }).id, at, i % bodies.length]);
+      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      if (res.status === 202) {
+        times.push([(JSON.parse(res.body) as { id: string }).id, at, i % bodies.length]);
         latencies.push(at - t0);
       } else {
         failed++;
-        if (errors.length < 5) errors.push(`${res.statusCode} ${text.slice(0, 200)}`);
+        if (errors.length < 5) errors.push(`${res.status} ${res.body.slice(0, 200)}`);
       }
     } catch (err) {
       failed++;
@@ -93,6 +111,7 @@ async function main(): Promise<void> {
     }
   };
 
+  const cpuAtStart = process.cpuUsage();
   const startedAt = machineMs();
   const all: Promise<void>[] = [];
   for (let i = 0; i < spec.count; i++) {
@@ -113,7 +132,7 @@ async function main(): Promise<void> {
   }
   await Promise.all(all);
   const finishedAt = machineMs();
-  await pool.close();
+  await close();
 
   writeFileSync(spec.outFile, JSON.stringify(times));
   latencies.sort((a, b) => a - b);
@@ -129,6 +148,7 @@ async function main(): Promise<void> {
     p99Ms: percentile(latencies, 0.99),
     maxLagMs,
     cpuMs: (process.cpuUsage().user + process.cpuUsage().system) / 1000,
+    sendCpuMs: (process.cpuUsage(cpuAtStart).user + process.cpuUsage(cpuAtStart).system) / 1000,
   };
   process.stdout.write(`${JSON.stringify(report)}\n`);
 }

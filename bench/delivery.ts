@@ -7,6 +7,7 @@
  *                             [--concurrency 512] [--producer-concurrency 512] [--steady-events 2000]
  *                             [--steady-rate 200] [--warmup-events 500] [--data-bytes 1024] [--poll-ms <ms>]
  *                             [--drain-events 0] [--ceiling-runs 3] [--cpu-prof <dir>]
+ *                             [--producer-client sockets|undici]
  *
  * One event = one delivery. Endpoint i subscribes to `bench.e<i>` only, and the producer cycles the event type
  * over `bench.e0 … bench.e<N-1>`, so `--events 50000` over `--endpoints 100` is 50,000 deliveries, 500 per endpoint.
@@ -15,7 +16,9 @@
  *
  * Processes (so that no load generator shares an event loop with what it measures): the receiver
  * (bench/delivery-receiver.ts), Hookrail (`node bin/hookrail.js start`, all roles, a fresh data directory or
- * PostgreSQL schema), the producer (bench/delivery-producer.ts, one run per phase) and the ceiling loop
+ * PostgreSQL schema), the producer (bench/delivery-producer.ts, one run per phase; over plain keep-alive sockets,
+ * bench/socket-client.ts, so that it takes as little of the shared cores as it can — `--producer-client undici`
+ * runs it on an undici Pool, ~2× its CPU per event) and the ceiling loop
  * (bench/delivery-ceiling.ts). Phases, each waiting until the receiver has every delivery of the phase:
  *
  *   1. warm-up: --warmup-events at --steady-rate (excluded from every number).
@@ -309,6 +312,7 @@ async function main(): Promise<number> {
     types,
     tmp,
     producerConcurrency: opts.producerConcurrency,
+    producerClient: opts.producerClient,
     dataBytes: opts.dataBytes,
     expectedSoFar: 0,
   };
@@ -335,6 +339,7 @@ async function main(): Promise<number> {
       ratePerS: null,
       dataBytes: opts.dataBytes,
       outFile,
+      client: opts.producerClient,
     } satisfies ProduceSpec);
     await hookrailServer.stop();
     await waitForIdle('the drain', log);
