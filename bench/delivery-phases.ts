@@ -413,7 +413,8 @@ export async function measureCeiling(
         `client saw it)` +
         (rcpu0 !== null && rcpu1 !== null
           ? `; client ${Math.round((ceiling.cpuMs * 1000) / (c.events + spec.warmupCount))}, receiver ` +
-            `${Math.round(((rcpu1 - rcpu0) * 1000) / (c.events + spec.warmupCount))} µs per request`
+            `${Math.round(((rcpu1 - rcpu0) * 1000) / (c.events + spec.warmupCount))} µs per request (warm-up and the ` +
+            `client's start-up included)`
           : '') +
         (foreign !== null ? `; ${Math.round(100 * foreign)}% of the machine used by other processes` : ''),
     );
