@@ -392,7 +392,7 @@ export async function measureCeiling(
     await receiver.reset();
     if (run > 1) await waitForIdle(`ceiling run ${run}`, log);
     const snap = cpuSnapshot([c.receiverPid]);
-    const rcpu0 = cpuMsOf(c.receiverPid);
+    const rcpu0 = snap.pids[0]?.ms ?? null; // the receiver's CPU, read by the snapshot
     const ceiling = await runWorker<CeilingReport>('bench/delivery-ceiling.ts', spec);
     const rcpu1 = cpuMsOf(c.receiverPid);
     const foreign = foreignShareSince(snap, ceiling.cpuMs);
