@@ -15,17 +15,38 @@ export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 export const MAX_JSON_DEPTH = 32;
 export const MAX_EVENT_BODY_BYTES = 256 * 1024;
 
-/** Depth of nested objects/arrays; iterative so a hostile document cannot exhaust the stack. */
+/**
+ * Depth of nested objects/arrays, counted up to MAX_JSON_DEPTH + 1: a deeper value answers as soon as that is
+ * reached, so the recursion is bounded and a hostile document cannot exhaust the stack. Allocates nothing (it runs
+ * on every event at intake).
+ */
 export function jsonDepth(value: unknown): number {
-  let max = 0;
-  const stack: Array<[unknown, number]> = [[value, 0]];
-  while (stack.length > 0) {
-    const [v, d] = stack.pop() as [unknown, number];
-    if (v === null || typeof v !== 'object') continue;
-    const depth = d + 1;
-    if (depth > max) max = depth;
-    if (depth > MAX_JSON_DEPTH) return depth;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth]);
+  return depthBelow(value, 0);
+}
+
+function depthBelow(value: unknown, above: number): number {
+  if (value === null || typeof value !== 'object') return above;
+  const depth = above + 1;
+  if (depth > MAX_JSON_DEPTH) return depth;
+  let max = depth;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const d = depthBelow(value[i], depth);
+      if (d > max) {
+        if (d > MAX_JSON_DEPTH) return d;
+        max = d;
+      }
+    }
+  } else {
+    // Parsed JSON: plain objects with own properties only.
+    const record = value as Record<string, unknown>;
+    for (const key in record) {
+      const d = depthBelow(record[key], depth);
+      if (d > max) {
+        if (d > MAX_JSON_DEPTH) return d;
+        max = d;
+      }
+    }
   }
   return max;
 }
