@@ -70,8 +70,8 @@ export async function deliverAttempt(
         }),
     });
   }
-  const completion = attemptCompletion(deps.random, leased, startedAt, deps.clock.now(), result);
-  return { ...completion, leaseOwner, probe: leased.mode === 'probe' };
+  const { next, attempt } = attemptCompletion(deps.random, leased, startedAt, deps.clock.now(), result);
+  return { next, attempt, leaseOwner, probe: leased.mode === 'probe' };
 }
 
 /**

@@ -59,11 +59,16 @@ export function isValidSecret(secret: string): boolean {
  * digits only (a verifier `parseInt`s it; anything else would sign a string the consumer never sees).
  */
 export function signatureContent(webhookId: string, timestampSeconds: number, body: Buffer): Buffer {
+  return Buffer.concat([Buffer.from(signedPrefix(webhookId, timestampSeconds), 'utf8'), body]);
+}
+
+/** `<webhook-id>.<timestamp>.`, checked: what precedes the body in the signed content. */
+function signedPrefix(webhookId: string, timestampSeconds: number): string {
   if (!WEBHOOK_ID_RE.test(webhookId)) throw new Error('webhook-id must match [A-Za-z0-9_-]{1,255}');
   if (!Number.isSafeInteger(timestampSeconds) || timestampSeconds < 0) {
     throw new Error('webhook-timestamp must be a non-negative integer of seconds');
   }
-  return Buffer.concat([Buffer.from(`${webhookId}.${timestampSeconds}.`, 'utf8'), body]);
+  return `${webhookId}.${timestampSeconds}.`;
 }
 
 export function signV1(
@@ -72,8 +77,9 @@ export function signV1(
   timestampSeconds: number,
   body: Buffer,
 ): string {
-  const content = signatureContent(webhookId, timestampSeconds, body);
-  return `v1,${createHmac('sha256', parseSecret(secretWhsec)).update(content).digest('base64')}`;
+  // The same bytes as signatureContent, fed in two parts: no copy of the body per attempt and secret.
+  const hmac = createHmac('sha256', parseSecret(secretWhsec));
+  return `v1,${hmac.update(signedPrefix(webhookId, timestampSeconds), 'utf8').update(body).digest('base64')}`;
 }
 
 /**
@@ -89,5 +95,6 @@ export function signatureHeader(
   body: Buffer,
 ): string {
   if (secrets.length === 0) throw new Error('at least one active signing secret is required');
+  if (secrets.length === 1) return signV1(secrets[0] as string, webhookId, timestampSeconds, body);
   return secrets.map((s) => signV1(s, webhookId, timestampSeconds, body)).join(' ');
 }

@@ -211,9 +211,10 @@ export class UndiciSender implements HttpSender {
   /** The caller's headers for this hop, with the transport's own: lower-cased, so the record is what went out. */
   #headers(given: Record<string, string>, url: URL, body: Buffer): Record<string, string> {
     const out: Record<string, string> = { host: url.host };
-    for (const [name, value] of Object.entries(given)) {
+    // for…in rather than Object.entries: no pair arrays per header on every attempt.
+    for (const name in given) {
       const key = name.toLowerCase();
-      if (!TRANSPORT_HEADERS.has(key)) out[key] = value;
+      if (!TRANSPORT_HEADERS.has(key)) out[key] = given[name] as string;
     }
     if (out['user-agent'] === undefined && this.#userAgent) out['user-agent'] = this.#userAgent;
     out['accept-encoding'] = 'identity';
@@ -327,8 +328,10 @@ class CaptureHandler implements Dispatcher.DispatchHandler {
   ): void {
     if (this.#settled || statusCode < 200) return; // 1xx: interim, the final head follows
     const flat: Record<string, string> = {};
-    for (const [k, v] of Object.entries(headers))
+    for (const k in headers) {
+      const v = headers[k];
       if (v !== undefined) flat[k] = Array.isArray(v) ? v.join(', ') : v;
+    }
     const loc = headers.location;
     const locations = loc === undefined ? [] : Array.isArray(loc) ? loc : [loc];
     this.#head = { status: statusCode, headers: flat, locations, at: this.cb.now() };

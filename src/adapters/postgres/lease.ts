@@ -265,17 +265,27 @@ export async function lease(
       );
     }
 
+    // One endpoint object per endpoint, shared by its leased deliveries (read only downstream), as on SQLite.
+    const endpoints = new Map<string, LeasedDelivery['endpoint']>();
     return picked.map((r, i): LeasedDelivery => {
-      const cd = cands[index.get(r.endpoint_id)!]!;
-      return {
-        mode: modes[i]!,
-        delivery: { ...toDelivery(r), updatedAt: now },
-        endpoint: {
+      let endpoint = endpoints.get(r.endpoint_id);
+      if (!endpoint) {
+        const cd = cands[index.get(r.endpoint_id)!]!;
+        endpoint = {
           id: cd.endpoint_id,
           tenantId: cd.tenant_id,
           url: cd.url,
           headers: JSON.parse(cd.headers),
-        },
+        };
+        endpoints.set(r.endpoint_id, endpoint);
+      }
+      // As stored after the lease (which sets updated_at), like deliveryGet would return it.
+      const delivery = toDelivery(r);
+      delivery.updatedAt = now;
+      return {
+        mode: modes[i]!,
+        delivery,
+        endpoint,
         event: { id: r.event_id, type: r.event_type, createdAt: r.ev_created_at, data: r.ev_data },
         leaseUntil,
       };

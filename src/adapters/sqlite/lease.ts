@@ -126,10 +126,12 @@ export function createLease(st: St, refreshDue: RefreshDue) {
           runtime.circuit = decision.claim;
           claimed = true;
         }
+        // As stored after the lease (which sets updated_at), like deliveryGet would return it.
+        const delivery = deliveryFromRow(r);
+        delivery.updatedAt = now;
         out.push({
           mode: decision.kind === 'skip' ? 'circuit_open' : decision.probe ? 'probe' : 'send',
-          // As stored after the lease (which sets updated_at), like deliveryGet would return it.
-          delivery: { ...deliveryFromRow(r), updatedAt: now },
+          delivery,
           endpoint,
           event: {
             id: r.event_id as string,

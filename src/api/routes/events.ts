@@ -29,7 +29,7 @@ const eventJson = (e: EventRecord) =>
 
 export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
   if (deps.serves.intake && deps.committer) {
-    const committer = deps.committer;
+    const acceptDeps = { ...deps, committer: deps.committer };
     app.post<{ Body: EventCreateBody }>(
       '/v1/events',
       {
@@ -53,16 +53,13 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
         const header = req.headers['idempotency-key'];
         if (Array.isArray(header))
           throw new ApiError('validation_failed', 'Send one Idempotency-Key header.');
-        const { event, replayed } = await acceptEvent(
-          { ...deps, committer },
-          {
-            tenantId: req.body.tenant_id,
-            type: req.body.type,
-            data: req.body.data,
-            resourceId: req.body.resource_id ?? null,
-            idempotencyKey: header ?? null,
-          },
-        );
+        const { event, replayed } = await acceptEvent(acceptDeps, {
+          tenantId: req.body.tenant_id,
+          type: req.body.type,
+          data: req.body.data,
+          resourceId: req.body.resource_id ?? null,
+          idempotencyKey: header ?? null,
+        });
         if (replayed) reply.header('idempotent-replayed', 'true');
         else deps.metrics?.eventAccepted();
         return reply
