@@ -17,10 +17,19 @@ import { decideLane, laneSchemeTag } from '../../domain/lanes.ts';
 import type { LaneMove, OperationsStore } from '../../ports/operations-store.ts';
 import { cmp, LOCK_QUEUE_ROWS, type PostgresDeliveryStoreDeps } from './query-helpers.ts';
 
-/** Leases of the endpoint taken under another lane than its current one (the drain window of the last move). */
+/**
+ * Leases taken under another lane than the endpoint's current one (the drain window of the last move), read through
+ * `deliveries_leased`, which holds the leased rows only (at most the processes' delivery concurrency): for one
+ * endpoint, and (DRAINING_BY_ENDPOINT) for all of them in one pass over that index. There is no index of leases by
+ * endpoint (migration 0009): every lease added an entry to it, for the sake of these reads.
+ */
 const DRAINING = `(SELECT count(*) FROM deliveries d
-                   WHERE d.endpoint_id = q.endpoint_id AND d.lease_owner IS NOT NULL
+                   WHERE d.lease_owner IS NOT NULL AND d.endpoint_id = q.endpoint_id
                      AND d.lease_lane IS DISTINCT FROM q.lane)`;
+const DRAINING_BY_ENDPOINT = `(SELECT d.endpoint_id, count(*) AS n
+                                 FROM deliveries d JOIN endpoint_queue dq ON dq.endpoint_id = d.endpoint_id
+                                WHERE d.lease_owner IS NOT NULL AND d.lease_lane IS DISTINCT FROM dq.lane
+                                GROUP BY d.endpoint_id)`;
 const DEDICATED = `(q.lane >= 'dedicated:' AND q.lane < 'dedicated;')`;
 
 interface CandidateRow {
@@ -57,8 +66,9 @@ export function createPostgresLanes({
                     q.volume_previous, e.status,
                     (SELECT count(*) FROM (SELECT 1 FROM deliveries d WHERE d.endpoint_id = q.endpoint_id
                                              AND d.status = 'pending' LIMIT $1) x) AS backlog,
-                    ${DRAINING} AS draining
+                    coalesce(dr.n, 0) AS draining
                FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
+               LEFT JOIN ${DRAINING_BY_ENDPOINT} dr ON dr.endpoint_id = q.endpoint_id
               WHERE e.deleted_at IS NULL
                 AND (q.lane IS NULL OR q.lane_scheme IS DISTINCT FROM $2 OR ${DEDICATED}
                      OR q.next_due_at IS NOT NULL OR q.volume_count + q.volume_previous >= $3)
