@@ -12,7 +12,7 @@ import type { Row, St } from './rows.ts';
  * Leases taken under another lane than the endpoint's current one (the drain window of the last move), read through
  * `deliveries_leased`, which holds the leased rows only (at most the delivery concurrency): for one endpoint, and
  * (DRAINING_BY_ENDPOINT) for all of them in one pass over that index. There is no index of leases by endpoint: it
- * was changed by every lease and every completion, in a leaf per endpoint (bench:delivery: ~18 % of the WAL pages
+ * was changed by every lease and every completion, in a leaf per endpoint (bench:delivery: 14–18 % of the WAL pages
  * written per event), for the sake of these reads.
  */
 const DRAINING = `(SELECT count(*) FROM deliveries d INDEXED BY deliveries_leased
