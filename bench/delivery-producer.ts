@@ -134,6 +134,7 @@ async function main(): Promise<void> {
   const finishedAt = machineMs();
   await close();
 
+  const cpuTotal = process.cpuUsage();
   writeFileSync(spec.outFile, JSON.stringify(times));
   latencies.sort((a, b) => a - b);
   const report: ProduceReport = {
@@ -147,8 +148,8 @@ async function main(): Promise<void> {
     p50Ms: percentile(latencies, 0.5),
     p99Ms: percentile(latencies, 0.99),
     maxLagMs,
-    cpuMs: (process.cpuUsage().user + process.cpuUsage().system) / 1000,
-    sendCpuMs: (process.cpuUsage(cpuAtStart).user + process.cpuUsage(cpuAtStart).system) / 1000,
+    cpuMs: (cpuTotal.user + cpuTotal.system) / 1000,
+    sendCpuMs: (cpuTotal.user - cpuAtStart.user + cpuTotal.system - cpuAtStart.system) / 1000,
   };
   process.stdout.write(`${JSON.stringify(report)}\n`);
 }

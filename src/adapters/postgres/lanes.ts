@@ -18,18 +18,15 @@ import type { LaneMove, OperationsStore } from '../../ports/operations-store.ts'
 import { cmp, LOCK_QUEUE_ROWS, type PostgresDeliveryStoreDeps } from './query-helpers.ts';
 
 /**
- * Leases taken under another lane than the endpoint's current one (the drain window of the last move), read through
- * `deliveries_leased`, which holds the leased rows only (at most the processes' delivery concurrency): for one
- * endpoint, and (DRAINING_BY_ENDPOINT) for all of them in one pass over that index. There is no index of leases by
- * endpoint (migration 0009): every lease added an entry to it, for the sake of these reads.
+ * Per endpoint, its leases taken under another lane than its current one (the drain window of the last move), read
+ * through `deliveries_leased`, which holds the leased rows only (at most the processes' delivery concurrency): one
+ * walk of that index, whether one endpoint or all of them are asked for. There is no index of leases by endpoint
+ * (migration 0009): every lease added an entry to it, for the sake of these reads.
  */
-const DRAINING = `(SELECT count(*) FROM deliveries d
-                   WHERE d.lease_owner IS NOT NULL AND d.endpoint_id = q.endpoint_id
-                     AND d.lease_lane IS DISTINCT FROM q.lane)`;
-const DRAINING_BY_ENDPOINT = `(SELECT d.endpoint_id, count(*) AS n
-                                 FROM deliveries d JOIN endpoint_queue dq ON dq.endpoint_id = d.endpoint_id
-                                WHERE d.lease_owner IS NOT NULL AND d.lease_lane IS DISTINCT FROM dq.lane
-                                GROUP BY d.endpoint_id)`;
+const DRAINING = `(SELECT d.endpoint_id, count(*) AS n
+                     FROM deliveries d JOIN endpoint_queue dq ON dq.endpoint_id = d.endpoint_id
+                    WHERE d.lease_owner IS NOT NULL AND d.lease_lane IS DISTINCT FROM dq.lane
+                    GROUP BY d.endpoint_id)`;
 const DEDICATED = `(q.lane >= 'dedicated:' AND q.lane < 'dedicated;')`;
 
 interface CandidateRow {
@@ -68,7 +65,7 @@ export function createPostgresLanes({
                                              AND d.status = 'pending' LIMIT $1) x) AS backlog,
                     coalesce(dr.n, 0) AS draining
                FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
-               LEFT JOIN ${DRAINING_BY_ENDPOINT} dr ON dr.endpoint_id = q.endpoint_id
+               LEFT JOIN ${DRAINING} dr ON dr.endpoint_id = q.endpoint_id
               WHERE e.deleted_at IS NULL
                 AND (q.lane IS NULL OR q.lane_scheme IS DISTINCT FROM $2 OR ${DEDICATED}
                      OR q.next_due_at IS NOT NULL OR q.volume_count + q.volume_previous >= $3)
@@ -139,8 +136,9 @@ export function createPostgresLanes({
         lane_previous: string | null;
         draining: number;
       }>(
-        `SELECT q.lane, q.lane_since, q.lane_previous, ${DRAINING} AS draining
-           FROM endpoint_queue q WHERE q.endpoint_id = $1`,
+        `SELECT q.lane, q.lane_since, q.lane_previous, coalesce(dr.n, 0) AS draining
+           FROM endpoint_queue q LEFT JOIN ${DRAINING} dr ON dr.endpoint_id = q.endpoint_id
+          WHERE q.endpoint_id = $1`,
         [endpointId],
       );
       const r = res.rows[0];

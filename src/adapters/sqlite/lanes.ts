@@ -9,20 +9,17 @@ import type { LaneMove, OperationsStore } from '../../ports/operations-store.ts'
 import type { Row, St } from './rows.ts';
 
 /**
- * Leases taken under another lane than the endpoint's current one (the drain window of the last move), read through
- * `deliveries_leased`, which holds the leased rows only (at most the delivery concurrency): for one endpoint, and
- * (DRAINING_BY_ENDPOINT) for all of them in one pass over that index. There is no index of leases by endpoint: it
- * was changed by every lease and every completion, in a leaf per endpoint (bench:delivery: 14–18 % of the WAL pages
- * written per event), for the sake of these reads.
+ * Per endpoint, its leases taken under another lane than its current one (the drain window of the last move), read
+ * through `deliveries_leased`, which holds the leased rows only (at most the delivery concurrency): one walk of that
+ * index, whether one endpoint or all of them are asked for. There is no index of leases by endpoint: it was changed
+ * by every lease and every completion, in a leaf per endpoint (bench:delivery: 14–18 % of the WAL pages written per
+ * event), for the sake of these reads. CROSS JOIN: SQLite keeps the leased rows as the outer loop.
  */
-const DRAINING = `(SELECT count(*) FROM deliveries d INDEXED BY deliveries_leased
-                   WHERE d.lease_owner IS NOT NULL AND d.endpoint_id = q.endpoint_id AND d.lease_lane IS NOT q.lane)`;
-// CROSS JOIN: SQLite keeps the leased rows as the outer loop, so the pass is one walk of the small index.
-const DRAINING_BY_ENDPOINT = `(SELECT d.endpoint_id, count(*) AS n
-                                 FROM deliveries d INDEXED BY deliveries_leased
-                                 CROSS JOIN endpoint_queue dq ON dq.endpoint_id = d.endpoint_id
-                                WHERE d.lease_owner IS NOT NULL AND d.lease_lane IS NOT dq.lane
-                                GROUP BY d.endpoint_id)`;
+const DRAINING = `(SELECT d.endpoint_id, count(*) AS n
+                     FROM deliveries d INDEXED BY deliveries_leased
+                     CROSS JOIN endpoint_queue dq ON dq.endpoint_id = d.endpoint_id
+                    WHERE d.lease_owner IS NOT NULL AND d.lease_lane IS NOT dq.lane
+                    GROUP BY d.endpoint_id)`;
 const DEDICATED = `(q.lane >= 'dedicated:' AND q.lane < 'dedicated;')`;
 
 export function createSqliteLanes(
@@ -42,7 +39,7 @@ export function createSqliteLanes(
                                          AND d.status = 'pending' LIMIT @cap + 0)) AS backlog,
                 coalesce(dr.n, 0) AS draining
            FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
-           LEFT JOIN ${DRAINING_BY_ENDPOINT} dr ON dr.endpoint_id = q.endpoint_id
+           LEFT JOIN ${DRAINING} dr ON dr.endpoint_id = q.endpoint_id
           WHERE e.deleted_at IS NULL
             AND (q.lane IS NULL OR q.lane_scheme IS NOT @tag OR ${DEDICATED} OR q.next_due_at IS NOT NULL
                  OR q.volume_count + q.volume_previous >= @rate)
@@ -91,8 +88,9 @@ export function createSqliteLanes(
 
     async endpointLane({ endpointId }) {
       const r = st(
-        `SELECT q.lane, q.lane_since, q.lane_previous, ${DRAINING} AS draining
-           FROM endpoint_queue q WHERE q.endpoint_id = ?`,
+        `SELECT q.lane, q.lane_since, q.lane_previous, coalesce(dr.n, 0) AS draining
+           FROM endpoint_queue q LEFT JOIN ${DRAINING} dr ON dr.endpoint_id = q.endpoint_id
+          WHERE q.endpoint_id = ?`,
       ).get(endpointId) as Row | undefined;
       if (!r) return null;
       return {
