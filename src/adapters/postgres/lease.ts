@@ -68,8 +68,9 @@ export async function pickDue(
   limit: number,
   withEvent: boolean,
 ): Promise<PickedRow[]> {
+  // The event by its sequence number (the primary key, a bigint), as on SQLite, not by its text id.
   const [cols, join] = withEvent
-    ? [', ev.data AS ev_data, ev.created_at AS ev_created_at', 'JOIN events ev ON ev.id = cut.event_id']
+    ? [', ev.data AS ev_data, ev.created_at AS ev_created_at', 'JOIN events ev ON ev.seq = cut.seq']
     : ['', ''];
   return (
     await c.query<PickedRow>(
@@ -81,7 +82,7 @@ export async function pickDue(
        picked AS (
          SELECT c.rank, p.* FROM cand c
           CROSS JOIN LATERAL (
-            (SELECT d.next_attempt_at AS k, ${prefixed('d', DELIVERY_COLUMNS)} FROM deliveries d
+            (SELECT d.next_attempt_at AS k, d.event_seq AS seq, ${prefixed('d', DELIVERY_COLUMNS)} FROM deliveries d
               WHERE NOT c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
                 AND d.lease_owner IS NULL AND d.next_attempt_at <= $4
                 AND (NOT c.by_resource OR d.resource_id IS NULL OR (NOT EXISTS (
@@ -92,7 +93,7 @@ export async function pickDue(
                     AND NOT EXISTS (${EARLIER_UNFANNED('d.event_seq', 'd.tenant_id')})))
               ORDER BY d.next_attempt_at LIMIT c.room)
             UNION ALL
-            (SELECT h.k, ${prefixed('h', DELIVERY_COLUMNS)} FROM (
+            (SELECT h.k, h.k AS seq, ${prefixed('h', DELIVERY_COLUMNS)} FROM (
                 SELECT d.event_seq AS k, ${prefixed('d', DELIVERY_COLUMNS)}, d.lease_owner AS h_owner
                   FROM deliveries d
                  WHERE c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
