@@ -119,9 +119,10 @@ const DEFAULT_OPTIONS = '-c random_page_cost=1.1';
 
 /**
  * The connection string with Hookrail's server settings in libpq's `options` parameter: its defaults before any
- * the operator gave (so the operator's win), its required settings after them. pg lets a URL's `options` replace the pool's `options` setting as a whole, so settings passed
- * beside the URL were lost whenever it had options of its own (`?options=-c search_path=…`). A string that is not
- * a URL (a bare socket directory) is returned as it is; the pool's `options` setting then applies.
+ * the operator gave (so the operator's win), its required settings after them. pg lets a URL's `options` replace
+ * the pool's `options` setting as a whole, so settings passed beside the URL were lost whenever it had options of
+ * its own (`?options=-c search_path=…`). A string that is not a URL (a bare socket directory) is returned as it is;
+ * the pool's `options` setting then applies.
  */
 export function withServerOptions(connectionString: string, schema: string | null): string {
   let url: URL;
