@@ -19,7 +19,10 @@ export async function fanoutRun(
   ids: DeliveryIdFactory,
 ) {
   return tx(async (c) => {
-    // Claim: rows another fan-out transaction holds are skipped, so each event is fanned out exactly once.
+    // Claim: rows another fan-out transaction holds are skipped, so each event is fanned out exactly once. Each
+    // claimed event is then read by one primary-key probe (a fenced LATERAL): joined plainly, the planner merged
+    // the claimed rows with `events` read from its first row (bench:scale: 120,000 events read per claim of 256,
+    // ~100 ms), or hashed a sequential scan of it, both growing with the event log.
     const claimed = await c.query<{
       event_seq: number;
       id: string | null;
@@ -28,9 +31,10 @@ export async function fanoutRun(
       resource_id: string | null;
     }>(
       `SELECT f.event_seq, e.id, e.tenant_id, e.type, e.resource_id
-         FROM fanout_pending f LEFT JOIN events e ON e.seq = f.event_seq
-        ORDER BY f.event_seq LIMIT $1
-        FOR UPDATE OF f SKIP LOCKED`,
+         FROM (SELECT event_seq FROM fanout_pending ORDER BY event_seq LIMIT $1 FOR UPDATE SKIP LOCKED) f
+         LEFT JOIN LATERAL (SELECT id, tenant_id, type, resource_id FROM events WHERE seq = f.event_seq OFFSET 0) e
+           ON true
+        ORDER BY f.event_seq`,
       [limit],
     );
     if (claimed.rows.length === 0) return { events: 0, deliveries: 0 };

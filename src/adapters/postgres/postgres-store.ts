@@ -108,21 +108,10 @@ const serverOptions = (schema: string | null) =>
   `-c plan_cache_mode=force_custom_plan${schema !== null ? ` -c search_path=${schema}` : ''}`;
 
 /**
- * Planner defaults for Hookrail's connections, placed before the operator's own options so that those win.
- * `random_page_cost`: PostgreSQL's default (4) prices a random page read as a spinning disk would. Hookrail's
- * statements look up batches of rows by key in tables whose hot part is cached, and at 4 the planner preferred a
- * sequential scan of `deliveries` (or of `events`) to a few hundred index probes whenever the table was below a
- * few thousand pages: bench:delivery on PostgreSQL read ~40 rows of `deliveries` by sequential scan per delivery.
- * 1.1 is the usual setting for SSDs and cached data; with it the same run read ~4 (docs/operations.md).
- */
-const DEFAULT_OPTIONS = '-c random_page_cost=1.1';
-
-/**
- * The connection string with Hookrail's server settings in libpq's `options` parameter: its defaults before any
- * the operator gave (so the operator's win), its required settings after them. pg lets a URL's `options` replace
- * the pool's `options` setting as a whole, so settings passed beside the URL were lost whenever it had options of
- * its own (`?options=-c search_path=…`). A string that is not a URL (a bare socket directory) is returned as it is;
- * the pool's `options` setting then applies.
+ * The connection string with Hookrail's server settings appended to libpq's `options` parameter, after any the
+ * operator gave. pg lets a URL's `options` replace the pool's `options` setting as a whole, so settings passed
+ * beside the URL were lost whenever it had options of its own (`?options=-c search_path=…`). A string that is not
+ * a URL (a bare socket directory) is returned as it is; the pool's `options` setting then applies.
  */
 export function withServerOptions(connectionString: string, schema: string | null): string {
   let url: URL;
@@ -132,7 +121,7 @@ export function withServerOptions(connectionString: string, schema: string | nul
     return connectionString;
   }
   const given = url.searchParams.get('options');
-  url.searchParams.set('options', `${DEFAULT_OPTIONS} ${given ? `${given} ` : ''}${serverOptions(schema)}`);
+  url.searchParams.set('options', given ? `${given} ${serverOptions(schema)}` : serverOptions(schema));
   return url.toString();
 }
 
@@ -155,7 +144,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
     application_name: 'hookrail',
     types: poolTypes,
     // A schema that does not exist yet is fine here: migrate() creates it, and PostgreSQL re-resolves the path.
-    options: `${DEFAULT_OPTIONS} ${serverOptions(schema)}`,
+    options: serverOptions(schema),
   });
   // Idle clients get errors when the server restarts or an admin terminates them. pg-pool already drops such a
   // client; without a listener the 'error' event would be thrown and crash the process.
