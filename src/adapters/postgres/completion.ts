@@ -164,7 +164,7 @@ export async function complete(
               t.notification_email, ${prefixed('d', PROJECTION_COLUMNS)}
          FROM endpoints e
          LEFT JOIN tenants t ON t.id = e.tenant_id
-         LEFT JOIN (SELECT x.* FROM unnest($21::text[]) AS k(id)
+         LEFT JOIN (SELECT x.* FROM (SELECT DISTINCT id FROM unnest($2::text[]) AS u(id)) k
                      CROSS JOIN LATERAL (SELECT ${PROJECTION_COLUMNS} FROM deliveries WHERE id = k.id OFFSET 0) x) d
                 ON d.endpoint_id = e.id
         WHERE e.id = ANY($20::text[])`,
@@ -189,7 +189,6 @@ export async function complete(
         a((x) => x.platformMs),
         a((x) => x.consumerMs),
         [...locked.keys()],
-        [...new Set(sorted.map((x) => x.attempt.deliveryId))],
       ],
     );
     const endpoints = new Map<
