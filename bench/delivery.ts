@@ -72,6 +72,7 @@ import {
 } from './delivery-phases.ts';
 import type { ProduceReport, ProduceSpec } from './delivery-producer.ts';
 import {
+  backendPidsOf,
   cpuMsOf,
   cpuSnapshot,
   foreignShareSince,
@@ -83,7 +84,6 @@ import {
   runMain,
   runWorker,
   startServer,
-  tcpLocalPortsOf,
   waitForIdle,
 } from './support.ts';
 
@@ -181,16 +181,7 @@ async function postgresSetup(): Promise<StoreSetup> {
   const { schema, url, admin } = await freshPgSchema('bench_delivery', log);
   return {
     env: { DATABASE_URL: url },
-    // Hookrail's backends: those whose client port is one of the Hookrail process's sockets.
-    backendPids: async (hookrailPid: number | undefined) => {
-      const ports = tcpLocalPortsOf(hookrailPid);
-      const rows = (
-        await admin.query<{ pid: number; port: number | null }>(
-          'SELECT pid, client_port AS port FROM pg_stat_activity WHERE pid <> pg_backend_pid()',
-        )
-      ).rows;
-      return rows.filter((r) => r.port !== null && ports.has(r.port)).map((r) => r.pid);
-    },
+    backendPids: (hookrailPid: number | undefined) => backendPidsOf(admin, hookrailPid, schema),
     check: async () => {
       await admin.query(`SET search_path TO "${schema}"`);
       const statuses = Object.fromEntries(

@@ -105,7 +105,7 @@ export async function postgresRunStore(dataDir: string, log: Log): Promise<RunSt
   return {
     env: { DATABASE_URL: url },
     dataDir,
-    backendPids: (pid) => backendPidsOf(admin, pid),
+    backendPids: (pid) => backendPidsOf(admin, pid, schema),
     report: async () => {
       await admin.query(`SET search_path TO "${schema}"`);
       try {

@@ -301,7 +301,10 @@ export async function waitForIdle(what: string, log: Log): Promise<void> {
 
 export interface PgSchema {
   schema: string;
-  /** DATABASE_URL for Hookrail: the base URL with `options=-c search_path=<schema>` (verified to be honoured). */
+  /**
+   * DATABASE_URL for Hookrail: the base URL with `options=-c search_path=<schema>` (verified to be honoured) and
+   * `application_name=<schema>`, by which backendPidsOf finds the backends serving the run over TCP or a Unix socket.
+   */
   url: string;
   /** An admin connection (default search_path) for counting afterwards; closed at cleanup. */
   admin: pg.Client;
@@ -320,7 +323,7 @@ export async function freshPgSchema(prefix: string, log: Log): Promise<PgSchema>
   });
   await admin.query(`CREATE SCHEMA "${schema}"`);
   // Hookrail's CLI takes the schema from the connection's search_path (libpq `options`, honoured by pg).
-  const url = `${baseUrl}${baseUrl.includes('?') ? '&' : '?'}options=-c%20search_path%3D${schema}`;
+  const url = `${baseUrl}${baseUrl.includes('?') ? '&' : '?'}options=-c%20search_path%3D${schema}&application_name=${schema}`;
   const probe = new pg.Client({ connectionString: url });
   await probe.connect();
   const current = (await probe.query<{ s: string | null }>('SELECT current_schema() AS s')).rows[0]?.s;
@@ -332,18 +335,26 @@ export async function freshPgSchema(prefix: string, log: Log): Promise<PgSchema>
   return { schema, url, admin };
 }
 
-/** PostgreSQL backends serving a process: those whose client port is one of that process's local TCP ports. */
-export async function backendPidsOf(admin: pg.Client, pid: number | undefined): Promise<number[]> {
+/**
+ * PostgreSQL backends serving a process: those whose client port is one of that process's local TCP ports, or,
+ * given the run's schema, those whose application_name is the schema (freshPgSchema's URL sets it), which also
+ * finds backends reached over a Unix socket (no client port).
+ */
+export async function backendPidsOf(
+  admin: pg.Client,
+  pid: number | undefined,
+  schema?: string,
+): Promise<number[]> {
   const ports = tcpLocalPortsOf(pid);
   const rows = (
-    await admin.query<{ pid: number; port: number | null }>(
-      'SELECT pid, client_port AS port FROM pg_stat_activity WHERE pid <> pg_backend_pid()',
+    await admin.query<{ pid: number; port: number | null; app: string }>(
+      'SELECT pid, client_port AS port, application_name AS app FROM pg_stat_activity WHERE pid <> pg_backend_pid()',
     )
   ).rows;
-  return rows.filter((r) => r.port !== null && ports.has(r.port)).map((r) => r.pid);
+  return rows
+    .filter((r) => (r.port !== null && ports.has(r.port)) || (schema !== undefined && r.app === schema))
+    .map((r) => r.pid);
 }
-
-// ---------------------------------------------------------------------------------------------- numbers
 
 /** Nearest-rank percentile of an ascending-sorted array. */
 export function percentile(sorted: ArrayLike<number>, q: number): number {

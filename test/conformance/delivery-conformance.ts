@@ -891,6 +891,26 @@ export function runDeliveryConformance(opts: StoreConformanceOptions): void {
         expect((await store.deliveryGet({ id: l!.delivery.id, tenantId: null }))?.status).toBe('delivered');
       });
 
+      test('deliveryExpireLeases returns every expired lease, however many (a store may work in batches)', async () => {
+        const t = await newTenant();
+        const eps = [];
+        for (let i = 0; i < 11; i++)
+          eps.push(await newEndpoint(t.id, { maxConcurrency: 100, eventTypes: [`many.${i}`] }));
+        const types = eps.flatMap((_, i) => Array.from({ length: 100 }, () => `many.${i}`));
+        await publish(t.id, types.slice(0, 550));
+        await publish(t.id, types.slice(550));
+        let leased = 0;
+        for (let round = 0; round < 20 && leased < 1_100; round++)
+          leased += (await lease({ limit: 500 })).length;
+        expect(leased).toBe(1_100);
+        expect(await store.deliveryExpireLeases({ now: NOW + SECOND + LEASE_MS })).toBe(1_100);
+        expect(await store.deliveryExpireLeases({ now: NOW + SECOND + LEASE_MS })).toBe(0);
+        let again = 0;
+        for (let round = 0; round < 20 && again < 1_100; round++)
+          again += (await lease({ owner: 'w2', now: NOW + 2 * SECOND + LEASE_MS, limit: 500 })).length;
+        expect(again).toBe(1_100);
+      });
+
       test('a late success after the lease expired still marks the delivery delivered', async () => {
         const t = await newTenant();
         const ep = await newEndpoint(t.id, { maxConcurrency: 1 });
