@@ -39,7 +39,9 @@ const DRAINING = (limit: string) => `(SELECT d.endpoint_id, count(*) AS n
  * More than the leases there are: the queue rows' in-flight counts (which every lease and release keeps, in the
  * same transaction) plus room for leases taken between this read and the walk.
  */
-async function leasedBound(query: (text: string) => Promise<{ rows: Array<{ n: number }> }>): Promise<number> {
+async function leasedBound(
+  query: (text: string) => Promise<{ rows: Array<{ n: number }> }>,
+): Promise<number> {
   const r = await query('SELECT coalesce(sum(inflight), 0)::int AS n FROM endpoint_queue');
   return (r.rows[0]?.n ?? 0) + 1_000;
 }
