@@ -851,6 +851,43 @@ export function runDeliveryConformance(opts: StoreConformanceOptions): void {
         expect(await lease({ now: NOW + HOUR })).toEqual([]);
       });
 
+      test('JSON texts come back byte for byte, escaped control characters and NULLs included, in one batch', async () => {
+        const t = await newTenant();
+        await newEndpoint(t.id, { maxConcurrency: 10 });
+        const data = JSON.stringify({ sep: '\u001e', nul: '\u0000', q: '"\\', e: 'é', empty: '' });
+        const ev = { ...eventRecord(t.id, 'a.b', NOW), data };
+        await store.eventInsertBatch({
+          events: [ev, eventRecord(t.id, 'a.b', NOW)],
+          now: NOW,
+          idempotencyWindowMs: WINDOW,
+        });
+        await store.fanoutRun({ now: NOW, limit: 1_000, ids });
+        const leased = await lease({});
+        expect(leased).toHaveLength(2);
+        expect(leased.find((l) => l.event.id === ev.id)?.event.data).toBe(data);
+        const at = NOW + 2 * SECOND;
+        const attempts = [
+          attemptFor(leased[0]!, at, {
+            request: {
+              hops: [
+                { url: 'https://example.com/a', headers: { 'x-sep': 'a\u001eb', 'x-q': '"\\' }, status: 200 },
+              ],
+            },
+            responseHeaders: null,
+          }),
+          attemptFor(leased[1]!, at, { responseHeaders: { 'x-sep': '\u001e', 'x-empty': '' } }),
+        ];
+        await store.deliveryComplete({
+          completions: attempts.map((attempt) => ({
+            attempt,
+            leaseOwner: 'w1',
+            next: { status: 'delivered' as const },
+          })),
+          now: at + 200,
+        });
+        for (const a of attempts) expect(await store.attemptGet({ id: a.id, tenantId: null })).toEqual(a);
+      });
+
       test('a completion with the wrong leaseOwner does not change the delivery', async () => {
         const t = await newTenant();
         await newEndpoint(t.id, { maxConcurrency: 1 });

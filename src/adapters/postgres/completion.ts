@@ -14,7 +14,7 @@ import type {
 } from '../../ports/delivery-store.ts';
 import type { TxRunner } from './migrate.ts';
 import { insertNotificationsSql, type NewNotification, notificationValues } from './notification-outbox.ts';
-import { cmp, type Db, recomputeDue } from './query-helpers.ts';
+import { cmp, type Db, joinJsonTexts, jsonTexts, recomputeDue } from './query-helpers.ts';
 import { ATTEMPT_COLUMNS, prefixed, runtimeColumns } from './rows.ts';
 
 interface ProjectionRow {
@@ -158,7 +158,8 @@ export async function complete(
          INSERT INTO attempts (${ATTEMPT_COLUMNS})
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[],
                               $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], $11::int[], $12::text[],
-                              $13::text[], $14::text[], $15::text[], $16::text[], $17::bigint[], $18::bigint[],
+                              $13::text[], ${jsonTexts('$14')}, ${jsonTexts('$15')}, $16::text[], $17::bigint[],
+                              $18::bigint[],
                               $19::bigint[]))
        SELECT e.id AS ep_id, e.status AS ep_status, e.url AS ep_url, e.tenant_id AS ep_tenant_id,
               t.notification_email, ${prefixed('d', PROJECTION_COLUMNS)}
@@ -182,8 +183,10 @@ export async function complete(
         a((x) => x.statusCode),
         a((x) => x.errorClass),
         a((x) => x.errorMessage),
-        a((x) => JSON.stringify(x.request)),
-        a((x) => (x.responseHeaders ? JSON.stringify(x.responseHeaders) : null)),
+        joinJsonTexts(a((x) => JSON.stringify(x.request)) as string[]),
+        joinJsonTexts(
+          a((x) => (x.responseHeaders ? JSON.stringify(x.responseHeaders) : null)) as Array<string | null>,
+        ),
         a((x) => x.responseBody),
         a((x) => x.queueMs),
         a((x) => x.platformMs),

@@ -14,6 +14,7 @@
 
 import type { EventInsertOutcome, EventRecord, NewEvent } from '../../ports/store.ts';
 import type { TxClient } from './migrate.ts';
+import { joinJsonTexts, jsonTexts } from './query-helpers.ts';
 
 export interface EventRow {
   id: string;
@@ -162,7 +163,7 @@ async function insertEvents(client: TxClient, evs: NewEvent[]): Promise<void> {
     `WITH ins AS (
        INSERT INTO events (${EVENT_COLUMNS})
        SELECT u.id, u.tenant_id, u.type, u.resource_id, u.data, u.idempotency_key, u.request_hash, u.created_at
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], ${jsonTexts('$5')}, $6::text[], $7::text[], $8::bigint[])
               WITH ORDINALITY AS u(id, tenant_id, type, resource_id, data, idempotency_key, request_hash, created_at, ord)
         ORDER BY u.ord
        RETURNING seq, id, tenant_id, created_at
@@ -174,7 +175,7 @@ async function insertEvents(client: TxClient, evs: NewEvent[]): Promise<void> {
       col('tenantId'),
       col('type'),
       col('resourceId'),
-      col('data'),
+      joinJsonTexts(col('data')),
       col('idempotencyKey'),
       col('requestHash'),
       col('createdAt'),

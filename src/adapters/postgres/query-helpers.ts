@@ -17,6 +17,21 @@ export type Db = { query: PostgresDeliveryStoreDeps['query'] };
 /** Plain code-unit order (= COLLATE "C"), the same in every process: the global lock order for queue rows. */
 export const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
+/**
+ * JSON texts (event data, an attempt's request and response headers) as one text parameter: joined by U+001E and
+ * split in SQL by `jsonTexts('$n')` into a text[]. JSON text never holds a raw control character (JSON escapes
+ * them as \u00XX), so the separator cannot occur inside one, and no JSON text is empty, so '' stands for NULL.
+ * Sent as a text[] instead, every element was escaped (each quote) by pg and unescaped by PostgreSQL's array
+ * parser: per kilobyte of JSON ~6 µs in Hookrail and ~3 µs more in the backend than splitting (measured alone).
+ */
+export function joinJsonTexts(texts: ReadonlyArray<string | null>): string {
+  for (const t of texts)
+    if (t === '' || (t !== null && t.includes('\x1e')))
+      throw new Error('not JSON text: empty or holds U+001E');
+  return texts.map((t) => t ?? '').join('\x1e');
+}
+export const jsonTexts = (param: string) => `string_to_array(${param}::text, E'\\x1e', '')`;
+
 /** WHERE clauses built per call, so every shape gets a plan on the matching index. */
 export function where(base: Array<[string, unknown]>) {
   const values: unknown[] = [];
