@@ -5,7 +5,7 @@ import type { LaneBinding } from '../../domain/lanes.ts';
 import { effectiveCap } from '../../domain/ramp.ts';
 import type { EndpointRecord, LeasedDelivery } from '../../ports/delivery-store.ts';
 import type { TxRunner } from './migrate.ts';
-import { type Db, recomputeDue } from './query-helpers.ts';
+import { type Db, recomputeDue, withPlansOncePerConnection } from './query-helpers.ts';
 import { DELIVERY_COLUMNS, type DeliveryRow, prefixed, runtimeColumns, toDelivery } from './rows.ts';
 
 type PickedRow = DeliveryRow & { ev_data: string; ev_created_at: number };
@@ -70,7 +70,7 @@ export async function pickDue(
 ): Promise<PickedRow[]> {
   // The event by its sequence number (the primary key, a bigint), as on SQLite, not by its text id: one key probe
   // per row (a fenced LATERAL), which is also what keeps the statement's plan index-driven when it is planned once
-  // for every call (see lease): joined plainly, a plan made while `events` was small hashed a scan of all of it.
+  // per connection (lease): joined plainly, a plan made while `events` was small hashed a scan of all of it.
   const [cols, join] = withEvent
     ? [
         ', ev.data AS ev_data, ev.created_at AS ev_created_at',
@@ -124,20 +124,6 @@ export async function pickDue(
       ],
     )
   ).rows;
-}
-
-/**
- * pickDue with its plan made once per connection (a generic plan) rather than on every call. Its custom plans were
- * the costliest planning Hookrail asked of PostgreSQL: ~1-2 ms per call, ~12 µs of backend CPU per delivery in
- * bench:delivery, most of it copying the candidate arrays about as constants. Every table in it is reached through
- * a LATERAL probe of an index that matches its condition and order, so the plan is the same whatever the arrays'
- * sizes and the tables' (checked: plan-shapes.test.ts). The rest of the transaction keeps per-call plans.
- */
-async function pickDueOncePlanned(c: Db, cands: Candidate[], room: number[], now: number, limit: number) {
-  await c.query('SET LOCAL plan_cache_mode = force_generic_plan');
-  const picked = await pickDue(c, cands, room, now, limit, true);
-  await c.query('SET LOCAL plan_cache_mode TO DEFAULT');
-  return picked;
 }
 
 /**
@@ -217,7 +203,11 @@ export async function lease(
         : Math.max(0, Math.min(free[i]!, perEndpoint, limit, leaseLimit(runtimes[i]!.circuit))),
     );
     const leaseUntil = now + leaseMs;
-    const picked = room.some((r) => r > 0) ? await pickDueOncePlanned(c, cands, room, now, limit) : [];
+    // Planned once per connection (withPlansOncePerConnection): its custom plans cost ~1-2 ms per call, ~12 µs of
+    // backend CPU per delivery in bench:delivery.
+    const picked = room.some((r) => r > 0)
+      ? await withPlansOncePerConnection(c, () => pickDue(c, cands, room, now, limit, true))
+      : [];
 
     // 3. The circuit decides per delivery, in rotation order: send, send as the one probe, or skip as
     //    circuit_open. A won probe claim is written back below, under the queue row lock taken in 1 — the

@@ -1,13 +1,15 @@
 /**
- * The statements that run with a plan made once per connection (generic plans; see pickDueOncePlanned in
- * lease.ts) must reach every table through an index, whatever the tables' sizes when the plan is made: a plan
+ * The statements that run with a plan made once per connection (generic plans; withPlansOncePerConnection in
+ * query-helpers.ts) must reach every table through an index, whatever the tables' sizes when the plan is made: a plan
  * made while a table is small and cached for the connection's life must not scan it once it is large. Checked
  * where the risk is greatest: on freshly migrated, empty tables, without statistics, where a scan looks cheapest.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dropSchema, freshSchemaName, postgresUrl } from '../../../test/support/postgres.ts';
+import { complete } from './completion.ts';
 import { pickDue } from './lease.ts';
+import type { TxRunner } from './migrate.ts';
 import { createPostgresStore } from './postgres-store.ts';
 
 const schema = freshSchemaName('plans');
@@ -44,30 +46,86 @@ async function pickDueText(withEvent: boolean): Promise<string> {
   return text;
 }
 
-async function genericPlan(text: string, args: string): Promise<string> {
+/** The texts `run` sends through a transaction whose statements all return no rows. */
+async function statementsOf(run: (tx: TxRunner) => Promise<unknown>): Promise<string[]> {
+  const texts: string[] = [];
+  const c = {
+    query: async (t: string) => {
+      texts.push(t);
+      return { rows: [] };
+    },
+  };
+  await run((async (fn: (client: typeof c) => Promise<unknown>) => fn(c)) as unknown as TxRunner);
+  return texts;
+}
+
+/** The generic plan PostgreSQL makes for `text` (its parameters' values do not enter it). */
+async function genericPlan(text: string): Promise<string> {
+  const params = Math.max(...[...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
   await client.query('DEALLOCATE ALL');
   await client.query(`PREPARE s AS ${text}`);
   await client.query('SET plan_cache_mode = force_generic_plan');
   try {
-    const r = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE s(${args})`);
+    const r = await client.query<{ 'QUERY PLAN': string }>(
+      `EXPLAIN EXECUTE s(${Array.from({ length: params }, () => 'NULL').join(', ')})`,
+    );
     return r.rows.map((x) => x['QUERY PLAN']).join('\n');
   } finally {
     await client.query('RESET plan_cache_mode');
   }
 }
 
+const TABLES =
+  /(Seq Scan|Bitmap Heap Scan) on (deliveries|events|endpoints|tenants|attempts|endpoint_queue)\b/;
+
 describe('plans made once per connection', () => {
   it('pickDue reaches deliveries and events only through their indexes, one probe per row', async () => {
-    const plan = await genericPlan(
-      await pickDueText(true),
-      `ARRAY['ep_a','ep_b','ep_c'], ARRAY[10,1,10], ARRAY[false,true,false], 0, 512, ARRAY[false,false,true]`,
-    );
-    // A generic plan (parameters, not the values above), made on empty tables.
-    expect(plan).toMatch(/\$4/);
-    expect(plan).not.toMatch(/Seq Scan on (deliveries|events)\b/);
+    const plan = await genericPlan(await pickDueText(true));
+    expect(plan).toMatch(/\$4/); // a generic plan: parameters, not values
+    expect(plan).not.toMatch(TABLES);
     expect(plan).not.toMatch(/Hash (Join|Semi Join|Anti Join)/);
     expect(plan).toMatch(/Index Scan using events_pkey on events/);
     expect(plan).toMatch(/Index Scan using deliveries_ready on deliveries/);
     expect(plan).toMatch(/Index Scan using deliveries_head on deliveries/);
   });
+
+  it("completion's append and read reaches endpoints, tenants and deliveries by key probes only", async () => {
+    const texts = await statementsOf((tx) => complete(tx, [completionOf()], 0, undefined));
+    const text = texts.find((t) => t.includes('WITH appended AS'));
+    expect(text).toBeDefined();
+    expect(texts[texts.indexOf(text!) - 1]).toBe('SET LOCAL plan_cache_mode = force_generic_plan');
+    const plan = await genericPlan(text!);
+    expect(plan).not.toMatch(TABLES);
+    expect(plan).toMatch(/Index Scan using endpoints_pkey on endpoints/);
+    expect(plan).toMatch(/Index Scan using tenants_pkey on tenants/);
+    expect(plan).toMatch(/Index Scan using deliveries_pkey on deliveries/);
+  });
 });
+
+function completionOf(): Parameters<typeof complete>[1][number] {
+  return {
+    leaseOwner: 'w1',
+    next: { status: 'delivered' },
+    attempt: {
+      id: 'att_1',
+      deliveryId: 'dlv_1',
+      endpointId: 'ep_1',
+      tenantId: 'ten_1',
+      attemptNo: 1,
+      url: 'https://example.com/',
+      dueAt: 0,
+      startedAt: 0,
+      finishedAt: 1,
+      outcome: 'delivered',
+      statusCode: 204,
+      errorClass: null,
+      errorMessage: null,
+      request: { hops: [] },
+      responseHeaders: null,
+      responseBody: null,
+      queueMs: 0,
+      platformMs: 0,
+      consumerMs: 1,
+    },
+  } as Parameters<typeof complete>[1][number];
+}
