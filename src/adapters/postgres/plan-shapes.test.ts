@@ -8,7 +8,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dropSchema, freshSchemaName, postgresUrl } from '../../../test/support/postgres.ts';
 import { complete } from './completion.ts';
-import { pickDue } from './lease.ts';
+import { lease, pickDue } from './lease.ts';
 import type { TxRunner } from './migrate.ts';
 import { createPostgresStore } from './postgres-store.ts';
 
@@ -87,6 +87,23 @@ describe('plans made once per connection', () => {
     expect(plan).toMatch(/Index Scan using events_pkey on events/);
     expect(plan).toMatch(/Index Scan using deliveries_ready on deliveries/);
     expect(plan).toMatch(/Index Scan using deliveries_head on deliveries/);
+  });
+
+  it("the lease's candidates walk a rotation index in order and probe each endpoint", async () => {
+    for (const lanes of [
+      undefined,
+      { shared: 'all' as const, dedicated: true },
+      { shared: [3], dedicated: false },
+    ]) {
+      const texts = await statementsOf((tx) => lease(tx, 'w1', 0, 100, 10, 60_000, lanes));
+      expect(texts[0]).toBe('SET LOCAL plan_cache_mode = force_generic_plan');
+      const plan = await genericPlan(texts[1]!);
+      // A binding of two lanes reads both partial rotation indexes (a BitmapOr) and sorts what is due in them,
+      // with custom plans too; never the whole queue.
+      expect(plan).not.toMatch(/Seq Scan on/);
+      expect(plan).toMatch(/Index Scan on endpoint_queue_rotation|Index Scan using endpoint_queue_rotation/);
+      expect(plan).toMatch(/Index Scan using endpoints_pkey on endpoints/);
+    }
   });
 
   it("completion's append and read reaches endpoints, tenants and deliveries by key probes only", async () => {
