@@ -140,7 +140,7 @@ export async function complete(
   // Sorted by endpoint (lock order); stable, so completions of one delivery keep their input order.
   const sorted = [...completions].sort((a, b) => cmp(a.attempt.endpointId, b.attempt.endpointId));
   const endpointIds = [...new Set(sorted.map((x) => x.attempt.endpointId))];
-  const a = (f: (x: AttemptRecord) => unknown) => sorted.map((x) => f(x.attempt));
+  const a = <T>(f: (x: AttemptRecord) => T) => sorted.map((x) => f(x.attempt));
   const notificationId = () => (ids ? ids.notification() : newId('notification', now, randomBytes(10)));
 
   await tx(async (c) => {
@@ -193,10 +193,8 @@ export async function complete(
           a((x) => x.statusCode),
           a((x) => x.errorClass),
           a((x) => x.errorMessage),
-          joinJsonTexts(a((x) => JSON.stringify(x.request)) as string[]),
-          joinJsonTexts(
-            a((x) => (x.responseHeaders ? JSON.stringify(x.responseHeaders) : null)) as Array<string | null>,
-          ),
+          joinJsonTexts(a((x) => JSON.stringify(x.request))),
+          joinJsonTexts(a((x) => (x.responseHeaders ? JSON.stringify(x.responseHeaders) : null))),
           a((x) => x.responseBody),
           a((x) => x.queueMs),
           a((x) => x.platformMs),

@@ -15,7 +15,7 @@
  */
 import { decideLane, laneSchemeTag } from '../../domain/lanes.ts';
 import type { LaneMove, OperationsStore } from '../../ports/operations-store.ts';
-import { cmp, LOCK_QUEUE_ROWS, type PostgresDeliveryStoreDeps } from './query-helpers.ts';
+import { cmp, type Db, LOCK_QUEUE_ROWS, type PostgresDeliveryStoreDeps } from './query-helpers.ts';
 
 /**
  * Per endpoint, its leases taken under another lane than its current one (the drain window of the last move), read
@@ -39,10 +39,8 @@ const DRAINING = (limit: string) => `(SELECT d.endpoint_id, count(*) AS n
  * More than the leases there are: the queue rows' in-flight counts (which every lease and release keeps, in the
  * same transaction) plus room for leases taken between this read and the walk.
  */
-async function leasedBound(
-  query: (text: string) => Promise<{ rows: Array<{ n: number }> }>,
-): Promise<number> {
-  const r = await query('SELECT coalesce(sum(inflight), 0)::int AS n FROM endpoint_queue');
+async function leasedBound(db: Db): Promise<number> {
+  const r = await db.query<{ n: number }>('SELECT coalesce(sum(inflight), 0)::int AS n FROM endpoint_queue');
   return (r.rows[0]?.n ?? 0) + 1_000;
 }
 
@@ -76,7 +74,7 @@ export function createPostgresLanes({
         // Candidates: unassigned or mis-tagged rows, every dedicated lane, and shared endpoints that have due work
         // or enough recent volume to be hot (the estimate never exceeds count + previous). The backlog count stops
         // at promoteBacklog: the rule needs no more, and it keeps the pass O(threshold) per endpoint.
-        const bound = await leasedBound((text) => c.query(text));
+        const bound = await leasedBound(c);
         const rows = (
           await c.query<CandidateRow>(
             `SELECT q.endpoint_id, q.lane, q.lane_since, q.lane_scheme, q.volume_window_start, q.volume_count,
@@ -150,7 +148,7 @@ export function createPostgresLanes({
     },
 
     async endpointLane({ endpointId }) {
-      const bound = await leasedBound((text) => query(text));
+      const bound = await leasedBound({ query });
       const res = await query<{
         lane: string | null;
         lane_since: number | null;

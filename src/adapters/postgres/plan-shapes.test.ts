@@ -28,24 +28,6 @@ afterAll(async () => {
   await dropSchema(postgresUrl(), schema);
 });
 
-/** The text pickDue sends, captured without running it. */
-async function pickDueText(withEvent: boolean): Promise<string> {
-  let text = '';
-  const capture = {
-    query: async (t: string) => {
-      text = t;
-      return { rows: [] };
-    },
-  };
-  const cands = [
-    { endpoint_id: 'ep_a', ordering: 'none' as const },
-    { endpoint_id: 'ep_b', ordering: 'endpoint' as const },
-    { endpoint_id: 'ep_c', ordering: 'resource' as const },
-  ];
-  await pickDue(capture as never, cands, [10, 1, 10], 0, 512, withEvent);
-  return text;
-}
-
 /** The texts `run` sends through a transaction whose statements all return no rows. */
 async function statementsOf(run: (tx: TxRunner) => Promise<unknown>): Promise<string[]> {
   const texts: string[] = [];
@@ -57,6 +39,17 @@ async function statementsOf(run: (tx: TxRunner) => Promise<unknown>): Promise<st
   };
   await run((async (fn: (client: typeof c) => Promise<unknown>) => fn(c)) as unknown as TxRunner);
   return texts;
+}
+
+/** The text pickDue sends, captured without running it. */
+async function pickDueText(withEvent: boolean): Promise<string> {
+  const cands = [
+    { endpoint_id: 'ep_a', ordering: 'none' as const },
+    { endpoint_id: 'ep_b', ordering: 'endpoint' as const },
+    { endpoint_id: 'ep_c', ordering: 'resource' as const },
+  ];
+  const [text] = await statementsOf((tx) => tx((c) => pickDue(c, cands, [10, 1, 10], 0, 512, withEvent)));
+  return text!;
 }
 
 /** The generic plan PostgreSQL makes for `text` (its parameters' values do not enter it). */
