@@ -1,9 +1,21 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createTurnCommit } from './turn-commit.ts';
+import { createWriteLock } from './write-lock.ts';
+
+// Another thread's side of write-lock.ts (plain JavaScript: eval'd workers have no TS loader): takes the lock,
+// says so, and releases it after \`ms\`.
+const HOLD_LOCK = `
+const { workerData, parentPort } = require('node:worker_threads');
+const cell = new Int32Array(workerData.lock, 0, 1);
+while (Atomics.compareExchange(cell, 0, 0, 1) !== 0) Atomics.wait(cell, 0, 1, 50);
+parentPort.postMessage('held');
+setTimeout(() => { Atomics.store(cell, 0, 0); Atomics.notify(cell, 0); }, workerData.ms);
+`;
 
 describe.each([
   ['each COMMIT synced', false],
@@ -129,5 +141,27 @@ describe.each([
     await Promise.resolve();
     expect(settled).toBe(2); // before any thread-pool callback could run
     await expect(Promise.all([a, b])).resolves.toEqual([1, 1]);
+  });
+
+  it('while the other thread holds the write lock, the turn waits without blocking and later jobs join it', async () => {
+    const lock = createWriteLock();
+    // The other thread's turn commit, mid-transaction: it holds the lock for 300 ms.
+    const other = new Worker(HOLD_LOCK, { eval: true, workerData: { lock: lock.buffer, ms: 300 } });
+    await new Promise((resolve) => other.once('message', resolve)); // held
+    const turn = createTurnCommit(db, { ...(offLoop ? { walFile: `${file}-wal` } : {}), lock });
+    const seenByOthers: string[][] = [];
+    const a = turn.submit(() => insert('a'));
+    // The turn ended meanwhile; a blocking wait would have held this thread until the release and committed a.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(lock.held()).toBe(true);
+    expect(committed()).toEqual([]);
+    const b = turn.submit(() => {
+      seenByOthers.push(committed()); // a is not committed on its own
+      return insert('b');
+    });
+    await expect(Promise.all([a, b])).resolves.toEqual([1, 1]);
+    expect(seenByOthers).toEqual([[]]);
+    expect(committed()).toEqual(['a', 'b']);
+    await other.terminate();
   });
 });

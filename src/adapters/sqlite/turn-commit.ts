@@ -167,11 +167,19 @@ export function createTurnCommit(db: Database.Database, opts: TurnCommitOptions 
     return settles;
   };
 
-  const onTurnEnd = () => {
+  const commitTurn = () => {
     const settles = runQueued();
     if (!walFile) return settleAll(settles);
     for (const s of settles) unsynced.push(s);
     startSync();
+  };
+
+  const onTurnEnd = () => {
+    // The other thread's turn is committing: serve requests meanwhile instead of blocking in acquire(); what is
+    // submitted until the lock is free joins this turn's transaction. One wait only: if the other thread takes the
+    // lock again first, commit() blocks in acquire() as before (a turn is never put off twice).
+    if (opts.lock?.held()) void opts.lock.released().then(commitTurn);
+    else commitTurn();
   };
 
   return {

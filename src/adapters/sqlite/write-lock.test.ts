@@ -60,4 +60,23 @@ describe('write lock (between threads)', () => {
     b.acquire(); // free again: returns at once
     b.release();
   });
+
+  it('released() settles at once when the lock is free, and on release (not before) when it is held', async () => {
+    const lock = createWriteLock();
+    await lock.released(); // free: settles at once
+    const other = createWriteLock(lock.buffer); // the other thread's view of the same lock
+    other.acquire();
+    expect(lock.held()).toBe(true);
+    let settled = false;
+    const waiting = lock.released().then(() => {
+      settled = true;
+    });
+    // The thread is not blocked: timers and I/O callbacks run while the lock is held.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(settled).toBe(false);
+    other.release();
+    await waiting;
+    expect(settled).toBe(true);
+    expect(lock.held()).toBe(false);
+  });
 });
