@@ -51,7 +51,8 @@ export interface TurnCommitOptions {
   /**
    * A lock shared with the turn commit of another thread's connection to the same file (write-lock.ts): taken
    * around each turn's transaction, so the two hand SQLite's write lock to each other at once instead of through
-   * SQLite's busy handler, which sleeps 1 ms and more per retry.
+   * SQLite's busy handler, which sleeps 1 ms and more per retry. A turn that finds it held waits for the release
+   * without blocking the event loop (once; see onTurnEnd).
    */
   lock?: WriteLock;
 }
