@@ -8,7 +8,7 @@ import { createTurnCommit } from './turn-commit.ts';
 import { createWriteLock } from './write-lock.ts';
 
 // Another thread's side of write-lock.ts (plain JavaScript: eval'd workers have no TS loader): takes the lock,
-// says so, and releases it after \`ms\`.
+// says so, and releases it after `ms`.
 const HOLD_LOCK = `
 const { workerData, parentPort } = require('node:worker_threads');
 const cell = new Int32Array(workerData.lock, 0, 1);
