@@ -126,6 +126,53 @@ export async function pickDue(
   ).rows;
 }
 
+/** Step 1 of lease (below): the candidate endpoints with their runtimes and free room, their queue rows locked. */
+async function candidates(c: Db, now: number, limit: number, inLanes: string) {
+  // 1. Candidate endpoints, least recently served first, locked; rows other workers hold are skipped. The
+  //    queue row comes back as locked (its current version), so its runtime is the one to compare-and-set,
+  //    and the lane condition holds for its current lane (a lane move committed meanwhile is re-checked).
+  //    The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at
+  //    its ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold
+  //    up every other endpoint until its in-flight attempts end): the next ones in rotation order are read,
+  //    as in the sequential reference. Usually one statement; one more per batch that had such endpoints.
+  const cands: Candidate[] = [];
+  const runtimes: EndpointRuntime[] = [];
+  const free: number[] = [];
+  for (let after: [number, string] = [-1, '']; cands.length < limit; ) {
+    const want = limit - cands.length;
+    const batch = (
+      await c.query<Candidate & { last_served_at: number }>(
+        `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, e.max_concurrency, e.ordering, e.url,
+                e.headers, e.tenant_id
+           FROM endpoint_queue q
+          -- Fenced (OFFSET 0): the endpoint is looked up per queue row, in rotation order, so the plan walks
+          -- endpoint_queue_rotation and stops at LIMIT. Left to choose, the planner hash-joins every registered
+          -- endpoint when few queue rows are due (8-17 ms against 1-4 ms per call at 40,000 endpoints).
+          CROSS JOIN LATERAL (SELECT e.max_concurrency, e.ordering, e.url, e.headers, e.tenant_id
+                                FROM endpoints e WHERE e.id = q.endpoint_id OFFSET 0) e
+          WHERE q.next_due_at <= $1 AND (q.blocked_until IS NULL OR q.blocked_until <= $1) AND q.inflight < e.max_concurrency ${inLanes}
+            AND (q.last_served_at, q.endpoint_id) > ($3::bigint, $4::text)
+          ORDER BY q.last_served_at, q.endpoint_id
+          LIMIT $2
+          FOR UPDATE OF q SKIP LOCKED`,
+        [now, want, after[0], after[1]],
+      )
+    ).rows;
+    for (const cd of batch) {
+      const rt = parseRuntime(cd.runtime);
+      const room = effectiveCap(cd.max_concurrency, rt.circuit.closedAt, now) - cd.inflight;
+      if (room <= 0) continue;
+      cands.push(cd);
+      runtimes.push(rt);
+      free.push(room);
+    }
+    const last = batch[batch.length - 1];
+    if (!last || batch.length < want) break;
+    after = [last.last_served_at, last.endpoint_id];
+  }
+  return { cands, runtimes, free };
+}
+
 /**
  * Leasing, completion and expiry rely on one invariant: every writer of an existing delivery row locks its
  * endpoint's queue row first (fan-out only inserts). So once they hold the queue rows, those endpoints'
@@ -152,53 +199,12 @@ export async function lease(
     // connection (withPlansOncePerConnection): planned per call, binding them cost ~5 and ~12 µs of backend CPU
     // per delivery in bench:delivery (the pick's custom plans ~1-2 ms per call). The mark (4) keeps per-call plans.
     const chosen = await withPlansOncePerConnection(c, async () => {
-      // 1. Candidate endpoints, least recently served first, locked; rows other workers hold are skipped. The
-      //    queue row comes back as locked (its current version), so its runtime is the one to compare-and-set,
-      //    and the lane condition holds for its current lane (a lane move committed meanwhile is re-checked).
-      //    The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at
-      //    its ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold
-      //    up every other endpoint until its in-flight attempts end): the next ones in rotation order are read,
-      //    as in the sequential reference. Usually one statement; one more per batch that had such endpoints.
-      const cands: Candidate[] = [];
-      const runtimes: EndpointRuntime[] = [];
-      const free: number[] = [];
-      for (let after: [number, string] = [-1, '']; cands.length < limit; ) {
-        const want = limit - cands.length;
-        const batch = (
-          await c.query<Candidate & { last_served_at: number }>(
-            `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, e.max_concurrency, e.ordering, e.url,
-                    e.headers, e.tenant_id
-               FROM endpoint_queue q
-              -- Fenced (OFFSET 0): the endpoint is looked up per queue row, in rotation order, so the plan walks
-              -- endpoint_queue_rotation and stops at LIMIT. Left to choose, the planner hash-joins every registered
-              -- endpoint when few queue rows are due (8-17 ms against 1-4 ms per call at 40,000 endpoints).
-              CROSS JOIN LATERAL (SELECT e.max_concurrency, e.ordering, e.url, e.headers, e.tenant_id
-                                    FROM endpoints e WHERE e.id = q.endpoint_id OFFSET 0) e
-              WHERE q.next_due_at <= $1 AND (q.blocked_until IS NULL OR q.blocked_until <= $1) AND q.inflight < e.max_concurrency ${inLanes}
-                AND (q.last_served_at, q.endpoint_id) > ($3::bigint, $4::text)
-              ORDER BY q.last_served_at, q.endpoint_id
-              LIMIT $2
-              FOR UPDATE OF q SKIP LOCKED`,
-            [now, want, after[0], after[1]],
-          )
-        ).rows;
-        for (const cd of batch) {
-          const rt = parseRuntime(cd.runtime);
-          const room = effectiveCap(cd.max_concurrency, rt.circuit.closedAt, now) - cd.inflight;
-          if (room <= 0) continue;
-          cands.push(cd);
-          runtimes.push(rt);
-          free.push(room);
-        }
-        const last = batch[batch.length - 1];
-        if (!last || batch.length < want) break;
-        after = [last.last_served_at, last.endpoint_id];
-      }
-      if (cands.length === 0) return null;
-
+      const found = await candidates(c, now, limit, inLanes);
+      if (found.cands.length === 0) return null;
       // 2. Their due deliveries, all endpoints in one statement (a LATERAL probe of the partial indexes per
       //    endpoint), cut at `limit` in rotation order. A later statement than 1, so its snapshot includes
       //    everything committed by whoever held the queue rows before (fan-out above all).
+      const { cands, runtimes, free } = found;
       const room = cands.map((cd, i) =>
         cd.ordering === 'endpoint'
           ? cd.inflight > 0
@@ -207,7 +213,7 @@ export async function lease(
           : Math.max(0, Math.min(free[i]!, perEndpoint, limit, leaseLimit(runtimes[i]!.circuit))),
       );
       const picked = room.some((r) => r > 0) ? await pickDue(c, cands, room, now, limit, true) : [];
-      return { cands, runtimes, free, picked };
+      return { ...found, picked };
     });
     if (!chosen) return [];
     const { cands, runtimes, free, picked } = chosen;
