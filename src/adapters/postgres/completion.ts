@@ -19,6 +19,7 @@ import {
   type Db,
   joinJsonTexts,
   jsonTexts,
+  KEYED_WRITES,
   recomputeDue,
   withPlansOncePerConnection,
 } from './query-helpers.ts';
@@ -162,9 +163,11 @@ export async function complete(
     // whole 3,500 pages, for one completion of 460 attempts). Probes by construction, the statement is planned once
     // per connection (withPlansOncePerConnection): planned per call, binding it cost ~11 µs of backend CPU per
     // attempt in bench:delivery, against ~2 µs.
-    const current = await withPlansOncePerConnection(c, () =>
-      c.query<CompletionRow>(
-        `WITH appended AS (
+    const current = await withPlansOncePerConnection(
+      c,
+      () =>
+        c.query<CompletionRow>(
+          `WITH appended AS (
          INSERT INTO attempts (${ATTEMPT_COLUMNS})
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[],
                               $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], $11::int[], $12::text[],
@@ -179,29 +182,30 @@ export async function complete(
          LEFT JOIN (SELECT x.* FROM (SELECT DISTINCT id FROM unnest($2::text[]) AS u(id)) k
                      CROSS JOIN LATERAL (SELECT ${PROJECTION_COLUMNS} FROM deliveries WHERE id = k.id OFFSET 0) x) d
                 ON d.endpoint_id = e.id`,
-        [
-          a((x) => x.id),
-          a((x) => x.deliveryId),
-          a((x) => x.endpointId),
-          a((x) => x.tenantId),
-          a((x) => x.attemptNo),
-          a((x) => x.url),
-          a((x) => x.dueAt),
-          a((x) => x.startedAt),
-          a((x) => x.finishedAt),
-          a((x) => x.outcome),
-          a((x) => x.statusCode),
-          a((x) => x.errorClass),
-          a((x) => x.errorMessage),
-          joinJsonTexts(a((x) => JSON.stringify(x.request))),
-          joinJsonTexts(a((x) => (x.responseHeaders ? JSON.stringify(x.responseHeaders) : null))),
-          a((x) => x.responseBody),
-          a((x) => x.queueMs),
-          a((x) => x.platformMs),
-          a((x) => x.consumerMs),
-          [...locked.keys()],
-        ],
-      ),
+          [
+            a((x) => x.id),
+            a((x) => x.deliveryId),
+            a((x) => x.endpointId),
+            a((x) => x.tenantId),
+            a((x) => x.attemptNo),
+            a((x) => x.url),
+            a((x) => x.dueAt),
+            a((x) => x.startedAt),
+            a((x) => x.finishedAt),
+            a((x) => x.outcome),
+            a((x) => x.statusCode),
+            a((x) => x.errorClass),
+            a((x) => x.errorMessage),
+            joinJsonTexts(a((x) => JSON.stringify(x.request))),
+            joinJsonTexts(a((x) => (x.responseHeaders ? JSON.stringify(x.responseHeaders) : null))),
+            a((x) => x.responseBody),
+            a((x) => x.queueMs),
+            a((x) => x.platformMs),
+            a((x) => x.consumerMs),
+            [...locked.keys()],
+          ],
+        ),
+      { thenKeyedWrites: true },
     );
     const endpoints = new Map<
       string,
@@ -349,6 +353,7 @@ async function expireBatch(tx: TxRunner, now: number) {
       )
     ).rows.filter((r) => mine.has(r.endpoint_id));
     if (expired.length === 0) return { found, released: 0 };
+    await c.query(KEYED_WRITES);
     const released = new Map<string, number>();
     for (const r of expired) {
       r.lease_owner = null;

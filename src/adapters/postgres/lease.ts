@@ -198,23 +198,27 @@ export async function lease(
     // Steps 1 and 2 reach every table through index probes by construction and run with plans made once per
     // connection (withPlansOncePerConnection): planned per call, binding them cost ~5 and ~12 µs of backend CPU
     // per delivery in bench:delivery (the pick's custom plans ~1-2 ms per call). The mark (4) keeps per-call plans.
-    const chosen = await withPlansOncePerConnection(c, async () => {
-      const found = await candidates(c, now, limit, inLanes);
-      if (found.cands.length === 0) return null;
-      // 2. Their due deliveries, all endpoints in one statement (a LATERAL probe of the partial indexes per
-      //    endpoint), cut at `limit` in rotation order. A later statement than 1, so its snapshot includes
-      //    everything committed by whoever held the queue rows before (fan-out above all).
-      const { cands, runtimes, free } = found;
-      const room = cands.map((cd, i) =>
-        cd.ordering === 'endpoint'
-          ? cd.inflight > 0
-            ? 0
-            : Math.min(1, perEndpoint)
-          : Math.max(0, Math.min(free[i]!, perEndpoint, limit, leaseLimit(runtimes[i]!.circuit))),
-      );
-      const picked = room.some((r) => r > 0) ? await pickDue(c, cands, room, now, limit, true) : [];
-      return { ...found, picked };
-    });
+    const chosen = await withPlansOncePerConnection(
+      c,
+      async () => {
+        const found = await candidates(c, now, limit, inLanes);
+        if (found.cands.length === 0) return null;
+        // 2. Their due deliveries, all endpoints in one statement (a LATERAL probe of the partial indexes per
+        //    endpoint), cut at `limit` in rotation order. A later statement than 1, so its snapshot includes
+        //    everything committed by whoever held the queue rows before (fan-out above all).
+        const { cands, runtimes, free } = found;
+        const room = cands.map((cd, i) =>
+          cd.ordering === 'endpoint'
+            ? cd.inflight > 0
+              ? 0
+              : Math.min(1, perEndpoint)
+            : Math.max(0, Math.min(free[i]!, perEndpoint, limit, leaseLimit(runtimes[i]!.circuit))),
+        );
+        const picked = room.some((r) => r > 0) ? await pickDue(c, cands, room, now, limit, true) : [];
+        return { ...found, picked };
+      },
+      { thenKeyedWrites: true },
+    );
     if (!chosen) return [];
     const { cands, runtimes, free, picked } = chosen;
 
