@@ -14,15 +14,7 @@ import type {
 } from '../../ports/delivery-store.ts';
 import type { TxRunner } from './migrate.ts';
 import { insertNotificationsSql, type NewNotification, notificationValues } from './notification-outbox.ts';
-import {
-  cmp,
-  type Db,
-  joinJsonTexts,
-  jsonTexts,
-  KEYED_WRITES,
-  recomputeDue,
-  withPlansOncePerConnection,
-} from './query-helpers.ts';
+import { cmp, type Db, joinJsonTexts, jsonTexts, recomputeDue } from './query-helpers.ts';
 import { ATTEMPT_COLUMNS, prefixed, runtimeColumns } from './rows.ts';
 
 interface ProjectionRow {
@@ -144,30 +136,28 @@ export async function complete(
   const a = <T>(f: (x: AttemptRecord) => T) => sorted.map((x) => f(x.attempt));
   const notificationId = () => (ids ? ids.notification() : newId('notification', now, randomBytes(10)));
 
-  await tx(async (c) => {
-    // The queue rows, locked, with the runtime records on them (current versions: they are what was locked).
-    const locked = new Map(
-      (
-        await c.query<{ endpoint_id: string; runtime: string | null }>(
-          `SELECT endpoint_id, runtime FROM endpoint_queue WHERE endpoint_id = ANY($1::text[])
+  await tx(
+    async (c) => {
+      // The queue rows, locked, with the runtime records on them (current versions: they are what was locked).
+      const locked = new Map(
+        (
+          await c.query<{ endpoint_id: string; runtime: string | null }>(
+            `SELECT endpoint_id, runtime FROM endpoint_queue WHERE endpoint_id = ANY($1::text[])
             ORDER BY endpoint_id FOR UPDATE`,
-          [endpointIds],
-        )
-      ).rows.map((r) => [r.endpoint_id, parseRuntime(r.runtime)]),
-    );
-    // The attempts (always appended: the log records what happened), and per endpoint its status, URL and
-    // tenant channel with the current projection rows of its completed deliveries. A later statement than the
-    // lock, so it sees what the previous holder of the queue rows committed (a disable above all).
-    // Every row is read by one primary-key probe (fenced LATERALs). Joined on `d.id = ANY(…)`, the plan was a
-    // sequential scan of `deliveries` whenever the table had fewer than ~15 pages per id (bench:delivery: up to its
-    // whole 3,500 pages, for one completion of 460 attempts). Probes by construction, the statement is planned once
-    // per connection (withPlansOncePerConnection): planned per call, binding it cost ~11 µs of backend CPU per
-    // attempt in bench:delivery, against ~2 µs.
-    const current = await withPlansOncePerConnection(
-      c,
-      () =>
-        c.query<CompletionRow>(
-          `WITH appended AS (
+            [endpointIds],
+          )
+        ).rows.map((r) => [r.endpoint_id, parseRuntime(r.runtime)]),
+      );
+      // The attempts (always appended: the log records what happened), and per endpoint its status, URL and
+      // tenant channel with the current projection rows of its completed deliveries. A later statement than the
+      // lock, so it sees what the previous holder of the queue rows committed (a disable above all).
+      // Every row is read by one primary-key probe (fenced LATERALs). Joined on `d.id = ANY(…)`, the plan was a
+      // sequential scan of `deliveries` whenever the table had fewer than ~15 pages per id (bench:delivery: up to its
+      // whole 3,500 pages, for one completion of 460 attempts). Probes by construction, the statement is planned once
+      // per connection (PROBES_ONLY): planned per call, binding it cost ~11 µs of backend CPU per attempt in
+      // bench:delivery, against ~2 µs.
+      const current = await c.query<CompletionRow>(
+        `WITH appended AS (
          INSERT INTO attempts (${ATTEMPT_COLUMNS})
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[],
                               $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], $11::int[], $12::text[],
@@ -182,129 +172,129 @@ export async function complete(
          LEFT JOIN (SELECT x.* FROM (SELECT DISTINCT id FROM unnest($2::text[]) AS u(id)) k
                      CROSS JOIN LATERAL (SELECT ${PROJECTION_COLUMNS} FROM deliveries WHERE id = k.id OFFSET 0) x) d
                 ON d.endpoint_id = e.id`,
-          [
-            a((x) => x.id),
-            a((x) => x.deliveryId),
-            a((x) => x.endpointId),
-            a((x) => x.tenantId),
-            a((x) => x.attemptNo),
-            a((x) => x.url),
-            a((x) => x.dueAt),
-            a((x) => x.startedAt),
-            a((x) => x.finishedAt),
-            a((x) => x.outcome),
-            a((x) => x.statusCode),
-            a((x) => x.errorClass),
-            a((x) => x.errorMessage),
-            joinJsonTexts(a((x) => JSON.stringify(x.request))),
-            joinJsonTexts(a((x) => (x.responseHeaders ? JSON.stringify(x.responseHeaders) : null))),
-            a((x) => x.responseBody),
-            a((x) => x.queueMs),
-            a((x) => x.platformMs),
-            a((x) => x.consumerMs),
-            [...locked.keys()],
-          ],
-        ),
-      { thenKeyedWrites: true },
-    );
-    const endpoints = new Map<
-      string,
-      { rt: EndpointRuntime; disabled: boolean; url: string; tenantId: string; email: string | null }
-    >();
-    const rows = new Map<string, ProjectionRow>();
-    for (const r of current.rows) {
-      if (!endpoints.has(r.ep_id)) {
-        endpoints.set(r.ep_id, {
-          rt: locked.get(r.ep_id)!,
-          disabled: r.ep_status !== 'enabled',
-          url: r.ep_url,
-          tenantId: r.ep_tenant_id,
-          email: r.notification_email,
-        });
-      }
-      if (r.id !== null) rows.set(r.id, r);
-    }
-
-    // Applied in order, exactly as the sequential reference does, on rows nobody else can change now.
-    const changed = new Set<ProjectionRow>();
-    const released = new Map<string, number>();
-    const touched = new Set<string>();
-    const notices: NewNotification[] = [];
-    for (const x of sorted) {
-      const r = rows.get(x.attempt.deliveryId);
-      let wrote = false;
-      // Unknown, or filed under an endpoint whose queue row this transaction does not hold: not ours to write.
-      if (!r || !locked.has(r.endpoint_id) || r.endpoint_id !== x.attempt.endpointId) {
-        // (nothing to write)
-      } else if (r.lease_owner === x.leaseOwner && r.status === 'pending') {
-        r.status = x.next.status;
-        r.status_reason = x.next.status === 'dead' ? x.next.reason : null;
-        r.next_attempt_at = x.next.status === 'pending' ? x.next.nextAttemptAt : null;
-        r.attempts += 1;
-        r.first_attempt_at ??= x.attempt.startedAt;
-        r.last_attempt_at = x.attempt.startedAt;
-        r.lease_owner = null;
-        r.lease_until = null;
-        wrote = true;
-        changed.add(r);
-        // A skip held no in-flight slot.
-        if (x.leaseOwner !== null) released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
-        touched.add(r.endpoint_id);
-      } else if (x.next.status === 'delivered') {
-        // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
-        // was still running; it did arrive, so record that — a second send may still happen (at-least-once).
-        if (r.status === 'pending' && r.lease_owner === null) {
-          r.status = 'delivered';
-          r.status_reason = null;
-          r.next_attempt_at = null;
-          changed.add(r);
-        }
-        touched.add(r.endpoint_id);
-      }
-      // Circuit, streak and health learn from every attempt that happened; a notice only for a dead letter
-      // this completion actually wrote. Health changes before any notice goes out (same transaction, ADR-09).
-      const ep = endpoints.get(x.attempt.endpointId);
-      if (!ep) continue;
-      const at = x.attempt;
-      const applied = applyAttempt(
-        ep.rt,
-        {
-          at: at.finishedAt,
-          outcome: at.outcome,
-          circuitOpen: at.errorClass === 'circuit_open',
-          probe: x.probe === true,
-          deadLetter:
-            wrote && x.next.status === 'dead'
-              ? at.outcome === 'permanent'
-                ? 'permanent_failure'
-                : 'dead_letter'
-              : null,
-        },
-        ep.disabled,
+        [
+          a((x) => x.id),
+          a((x) => x.deliveryId),
+          a((x) => x.endpointId),
+          a((x) => x.tenantId),
+          a((x) => x.attemptNo),
+          a((x) => x.url),
+          a((x) => x.dueAt),
+          a((x) => x.startedAt),
+          a((x) => x.finishedAt),
+          a((x) => x.outcome),
+          a((x) => x.statusCode),
+          a((x) => x.errorClass),
+          a((x) => x.errorMessage),
+          joinJsonTexts(a((x) => JSON.stringify(x.request))),
+          joinJsonTexts(a((x) => (x.responseHeaders ? JSON.stringify(x.responseHeaders) : null))),
+          a((x) => x.responseBody),
+          a((x) => x.queueMs),
+          a((x) => x.platformMs),
+          a((x) => x.consumerMs),
+          [...locked.keys()],
+        ],
       );
-      ep.rt = applied.runtime;
-      for (const notice of applied.notices) {
-        notices.push({
-          id: notificationId(),
-          tenantId: ep.tenantId,
-          endpointId: at.endpointId,
-          kind: notice.cause,
-          ...noticeText(notice.cause, {
-            endpointId: at.endpointId,
-            url: ep.url,
-            at: at.finishedAt,
-            count: notice.digested,
-          }),
-          emailTo: ep.email,
-        });
+      const endpoints = new Map<
+        string,
+        { rt: EndpointRuntime; disabled: boolean; url: string; tenantId: string; email: string | null }
+      >();
+      const rows = new Map<string, ProjectionRow>();
+      for (const r of current.rows) {
+        if (!endpoints.has(r.ep_id)) {
+          endpoints.set(r.ep_id, {
+            rt: locked.get(r.ep_id)!,
+            disabled: r.ep_status !== 'enabled',
+            url: r.ep_url,
+            tenantId: r.ep_tenant_id,
+            email: r.notification_email,
+          });
+        }
+        if (r.id !== null) rows.set(r.id, r);
       }
-    }
-    const runtimes = new Map([...endpoints].map(([id, ep]) => [id, ep.rt]));
-    const all = [...new Set([...touched, ...runtimes.keys()])].sort(cmp);
-    if (all.length > 0) {
-      await writeProjection(c, [...changed], all, { released, now, touched, runtimes, notices });
-    }
-  });
+
+      // Applied in order, exactly as the sequential reference does, on rows nobody else can change now.
+      const changed = new Set<ProjectionRow>();
+      const released = new Map<string, number>();
+      const touched = new Set<string>();
+      const notices: NewNotification[] = [];
+      for (const x of sorted) {
+        const r = rows.get(x.attempt.deliveryId);
+        let wrote = false;
+        // Unknown, or filed under an endpoint whose queue row this transaction does not hold: not ours to write.
+        if (!r || !locked.has(r.endpoint_id) || r.endpoint_id !== x.attempt.endpointId) {
+          // (nothing to write)
+        } else if (r.lease_owner === x.leaseOwner && r.status === 'pending') {
+          r.status = x.next.status;
+          r.status_reason = x.next.status === 'dead' ? x.next.reason : null;
+          r.next_attempt_at = x.next.status === 'pending' ? x.next.nextAttemptAt : null;
+          r.attempts += 1;
+          r.first_attempt_at ??= x.attempt.startedAt;
+          r.last_attempt_at = x.attempt.startedAt;
+          r.lease_owner = null;
+          r.lease_until = null;
+          wrote = true;
+          changed.add(r);
+          // A skip held no in-flight slot.
+          if (x.leaseOwner !== null) released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
+          touched.add(r.endpoint_id);
+        } else if (x.next.status === 'delivered') {
+          // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
+          // was still running; it did arrive, so record that — a second send may still happen (at-least-once).
+          if (r.status === 'pending' && r.lease_owner === null) {
+            r.status = 'delivered';
+            r.status_reason = null;
+            r.next_attempt_at = null;
+            changed.add(r);
+          }
+          touched.add(r.endpoint_id);
+        }
+        // Circuit, streak and health learn from every attempt that happened; a notice only for a dead letter
+        // this completion actually wrote. Health changes before any notice goes out (same transaction, ADR-09).
+        const ep = endpoints.get(x.attempt.endpointId);
+        if (!ep) continue;
+        const at = x.attempt;
+        const applied = applyAttempt(
+          ep.rt,
+          {
+            at: at.finishedAt,
+            outcome: at.outcome,
+            circuitOpen: at.errorClass === 'circuit_open',
+            probe: x.probe === true,
+            deadLetter:
+              wrote && x.next.status === 'dead'
+                ? at.outcome === 'permanent'
+                  ? 'permanent_failure'
+                  : 'dead_letter'
+                : null,
+          },
+          ep.disabled,
+        );
+        ep.rt = applied.runtime;
+        for (const notice of applied.notices) {
+          notices.push({
+            id: notificationId(),
+            tenantId: ep.tenantId,
+            endpointId: at.endpointId,
+            kind: notice.cause,
+            ...noticeText(notice.cause, {
+              endpointId: at.endpointId,
+              url: ep.url,
+              at: at.finishedAt,
+              count: notice.digested,
+            }),
+            emailTo: ep.email,
+          });
+        }
+      }
+      const runtimes = new Map([...endpoints].map(([id, ep]) => [id, ep.rt]));
+      const all = [...new Set([...touched, ...runtimes.keys()])].sort(cmp);
+      if (all.length > 0) {
+        await writeProjection(c, [...changed], all, { released, now, touched, runtimes, notices });
+      }
+    },
+    { probesOnly: true },
+  );
 }
 
 /**
@@ -324,43 +314,45 @@ export async function expire(tx: TxRunner, now: number) {
 }
 
 async function expireBatch(tx: TxRunner, now: number) {
-  return tx(async (c) => {
-    // Lock the queue rows of endpoints with expired leases first (lock order), then release those leases. The
-    // expired leases are read on their own (MATERIALIZED), in lease_until order through deliveries_leased: written
-    // as a semi-join, the planner walked every queue row's deliveries through deliveries_endpoint, every delivery
-    // ever made on every sweep (bench:delivery, PostgreSQL: 120,000-150,000 buffers and 0.2-0.6 s per sweep at
-    // 20,000 deliveries, growing with the table).
-    const locked = await c.query<{ endpoint_id: string; found: number }>(
-      `WITH x AS MATERIALIZED (SELECT endpoint_id FROM deliveries
+  return tx(
+    async (c) => {
+      // Lock the queue rows of endpoints with expired leases first (lock order), then release those leases. The
+      // expired leases are read on their own (MATERIALIZED), in lease_until order through deliveries_leased: written
+      // as a semi-join, the planner walked every queue row's deliveries through deliveries_endpoint, every delivery
+      // ever made on every sweep (bench:delivery, PostgreSQL: 120,000-150,000 buffers and 0.2-0.6 s per sweep at
+      // 20,000 deliveries, growing with the table).
+      const locked = await c.query<{ endpoint_id: string; found: number }>(
+        `WITH x AS MATERIALIZED (SELECT endpoint_id FROM deliveries
                                 WHERE lease_owner IS NOT NULL AND lease_until <= $1
                                 ORDER BY lease_until LIMIT $2),
             e AS (SELECT DISTINCT endpoint_id FROM x)
        SELECT q.endpoint_id, (SELECT count(*) FROM x)::int AS found
          FROM endpoint_queue q JOIN e ON e.endpoint_id = q.endpoint_id
         ORDER BY q.endpoint_id FOR UPDATE OF q`,
-      [now, EXPIRE_BATCH],
-    );
-    if (locked.rows.length === 0) return { found: 0, released: 0 };
-    const found = locked.rows[0]!.found;
-    const mine = new Set(locked.rows.map((r) => r.endpoint_id));
-    // The same walk again, now that those endpoints' deliveries cannot change under us; a lease that expired since
-    // the lock, or one of an endpoint not locked, is left for the next batch or sweep.
-    const expired = (
-      await c.query<ProjectionRow>(
-        `SELECT ${PROJECTION_COLUMNS} FROM deliveries WHERE lease_owner IS NOT NULL AND lease_until <= $1
-          ORDER BY lease_until LIMIT $2`,
         [now, EXPIRE_BATCH],
-      )
-    ).rows.filter((r) => mine.has(r.endpoint_id));
-    if (expired.length === 0) return { found, released: 0 };
-    await c.query(KEYED_WRITES);
-    const released = new Map<string, number>();
-    for (const r of expired) {
-      r.lease_owner = null;
-      r.lease_until = null;
-      released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
-    }
-    await writeProjection(c, expired, [...released.keys()].sort(cmp), { released, now });
-    return { found, released: expired.length };
-  });
+      );
+      if (locked.rows.length === 0) return { found: 0, released: 0 };
+      const found = locked.rows[0]!.found;
+      const mine = new Set(locked.rows.map((r) => r.endpoint_id));
+      // The same walk again, now that those endpoints' deliveries cannot change under us; a lease that expired since
+      // the lock, or one of an endpoint not locked, is left for the next batch or sweep.
+      const expired = (
+        await c.query<ProjectionRow>(
+          `SELECT ${PROJECTION_COLUMNS} FROM deliveries WHERE lease_owner IS NOT NULL AND lease_until <= $1
+          ORDER BY lease_until LIMIT $2`,
+          [now, EXPIRE_BATCH],
+        )
+      ).rows.filter((r) => mine.has(r.endpoint_id));
+      if (expired.length === 0) return { found, released: 0 };
+      const released = new Map<string, number>();
+      for (const r of expired) {
+        r.lease_owner = null;
+        r.lease_until = null;
+        released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
+      }
+      await writeProjection(c, expired, [...released.keys()].sort(cmp), { released, now });
+      return { found, released: expired.length };
+    },
+    { probesOnly: true },
+  );
 }

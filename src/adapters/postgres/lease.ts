@@ -5,7 +5,7 @@ import type { LaneBinding } from '../../domain/lanes.ts';
 import { effectiveCap } from '../../domain/ramp.ts';
 import type { EndpointRecord, LeasedDelivery } from '../../ports/delivery-store.ts';
 import type { TxRunner } from './migrate.ts';
-import { type Db, recomputeDue, withPlansOncePerConnection } from './query-helpers.ts';
+import { type Db, recomputeDue } from './query-helpers.ts';
 import { DELIVERY_COLUMNS, type DeliveryRow, prefixed, runtimeColumns, toDelivery } from './rows.ts';
 
 type PickedRow = DeliveryRow & { ev_data: string; ev_created_at: number };
@@ -194,73 +194,64 @@ export async function lease(
   const inLanes = laneCondition(lanes);
   // Blocked endpoints (circuit open, no probe due: circuit-breaker.ts blockedUntil) are passed over; the
   // circuit-open pass records their due deliveries (circuit-open.ts).
-  return tx(async (c) => {
-    // Steps 1 and 2 reach every table through index probes by construction and run with plans made once per
-    // connection (withPlansOncePerConnection): planned per call, binding them cost ~5 and ~12 µs of backend CPU
-    // per delivery in bench:delivery (the pick's custom plans ~1-2 ms per call). The mark (4) keeps per-call plans.
-    const chosen = await withPlansOncePerConnection(
-      c,
-      async () => {
-        const found = await candidates(c, now, limit, inLanes);
-        if (found.cands.length === 0) return null;
-        // 2. Their due deliveries, all endpoints in one statement (a LATERAL probe of the partial indexes per
-        //    endpoint), cut at `limit` in rotation order. A later statement than 1, so its snapshot includes
-        //    everything committed by whoever held the queue rows before (fan-out above all).
-        const { cands, runtimes, free } = found;
-        const room = cands.map((cd, i) =>
-          cd.ordering === 'endpoint'
-            ? cd.inflight > 0
-              ? 0
-              : Math.min(1, perEndpoint)
-            : Math.max(0, Math.min(free[i]!, perEndpoint, limit, leaseLimit(runtimes[i]!.circuit))),
-        );
-        const picked = room.some((r) => r > 0) ? await pickDue(c, cands, room, now, limit, true) : [];
-        return { ...found, picked };
-      },
-      { thenKeyedWrites: true },
-    );
-    if (!chosen) return [];
-    const { cands, runtimes, free, picked } = chosen;
+  return tx(
+    async (c) => {
+      // Key probes only (PROBES_ONLY, query-helpers.ts): plans made once per connection, none reading a table whole.
+      // Planned per call, binding steps 1 and 2 cost ~5 and ~12 µs of backend CPU per delivery in bench:delivery.
+      const found = await candidates(c, now, limit, inLanes);
+      if (found.cands.length === 0) return [];
+      // 2. Their due deliveries, all endpoints in one statement (a LATERAL probe of the partial indexes per
+      //    endpoint), cut at `limit` in rotation order. A later statement than 1, so its snapshot includes
+      //    everything committed by whoever held the queue rows before (fan-out above all).
+      const { cands, runtimes, free } = found;
+      const room = cands.map((cd, i) =>
+        cd.ordering === 'endpoint'
+          ? cd.inflight > 0
+            ? 0
+            : Math.min(1, perEndpoint)
+          : Math.max(0, Math.min(free[i]!, perEndpoint, limit, leaseLimit(runtimes[i]!.circuit))),
+      );
+      const picked = room.some((r) => r > 0) ? await pickDue(c, cands, room, now, limit, true) : [];
 
-    const leaseUntil = now + leaseMs;
+      const leaseUntil = now + leaseMs;
 
-    // 3. The circuit decides per delivery, in rotation order: send, send as the one probe, or skip as
-    //    circuit_open. A won probe claim is written back below, under the queue row lock taken in 1 — the
-    //    compare-and-set that lets exactly one process probe per interval.
-    const index = new Map(cands.map((cd, i) => [cd.endpoint_id, i]));
-    const claimed = new Set<string>();
-    const modes = picked.map((r): NonNullable<LeasedDelivery['mode']> => {
-      const rt = runtimes[index.get(r.endpoint_id)!]!;
-      const decision = decideAttempt(rt.circuit, now);
-      if (decision.kind === 'skip') return 'circuit_open';
-      if (!decision.probe) return 'send';
-      rt.circuit = decision.claim;
-      claimed.add(r.endpoint_id);
-      return 'probe';
-    });
+      // 3. The circuit decides per delivery, in rotation order: send, send as the one probe, or skip as
+      //    circuit_open. A won probe claim is written back below, under the queue row lock taken in 1 — the
+      //    compare-and-set that lets exactly one process probe per interval.
+      const index = new Map(cands.map((cd, i) => [cd.endpoint_id, i]));
+      const claimed = new Set<string>();
+      const modes = picked.map((r): NonNullable<LeasedDelivery['mode']> => {
+        const rt = runtimes[index.get(r.endpoint_id)!]!;
+        const decision = decideAttempt(rt.circuit, now);
+        if (decision.kind === 'skip') return 'circuit_open';
+        if (!decision.probe) return 'send';
+        rt.circuit = decision.claim;
+        claimed.add(r.endpoint_id);
+        return 'probe';
+      });
 
-    // 4. Mark them leased (by primary key) and update in-flight counts, rotation, due times and claimed runtimes
-    //    of the visited endpoints (those reached before `limit` ran out and with room under their cap, as in
-    //    the sequential reference) in one statement; its snapshot does not see its own lease marks, so the
-    //    recompute excludes the leased ids.
-    const count = new Map<string, number>();
-    for (const r of picked) count.set(r.endpoint_id, (count.get(r.endpoint_id) ?? 0) + 1);
-    const visited: string[] = [];
-    const taken: number[] = [];
-    const saved: Array<ReturnType<typeof runtimeColumns> | null> = [];
-    let total = 0;
-    for (const [i, cd] of cands.entries()) {
-      if (total >= limit) break;
-      if (Math.min(free[i]!, perEndpoint) <= 0) continue;
-      const n = count.get(cd.endpoint_id) ?? 0;
-      visited.push(cd.endpoint_id);
-      taken.push(n);
-      saved.push(claimed.has(cd.endpoint_id) ? runtimeColumns(runtimes[i]!) : null);
-      total += n;
-    }
-    if (visited.length > 0) {
-      await c.query(
-        `WITH leased AS (
+      // 4. Mark them leased (by primary key) and update in-flight counts, rotation, due times and claimed runtimes
+      //    of the visited endpoints (those reached before `limit` ran out and with room under their cap, as in
+      //    the sequential reference) in one statement; its snapshot does not see its own lease marks, so the
+      //    recompute excludes the leased ids.
+      const count = new Map<string, number>();
+      for (const r of picked) count.set(r.endpoint_id, (count.get(r.endpoint_id) ?? 0) + 1);
+      const visited: string[] = [];
+      const taken: number[] = [];
+      const saved: Array<ReturnType<typeof runtimeColumns> | null> = [];
+      let total = 0;
+      for (const [i, cd] of cands.entries()) {
+        if (total >= limit) break;
+        if (Math.min(free[i]!, perEndpoint) <= 0) continue;
+        const n = count.get(cd.endpoint_id) ?? 0;
+        visited.push(cd.endpoint_id);
+        taken.push(n);
+        saved.push(claimed.has(cd.endpoint_id) ? runtimeColumns(runtimes[i]!) : null);
+        total += n;
+      }
+      if (visited.length > 0) {
+        await c.query(
+          `WITH leased AS (
            -- The lane each is leased under: the queue row's, locked since 1 (a move waits for this commit).
            UPDATE deliveries SET lease_owner = $4, lease_until = $5, updated_at = $3,
                   lease_lane = (SELECT ql.lane FROM endpoint_queue ql WHERE ql.endpoint_id = deliveries.endpoint_id)
@@ -275,45 +266,47 @@ export async function lease(
            FROM unnest($1::text[], $2::int[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[])
                 AS u(endpoint_id, n, runtime, failing_since, digest_due_at, blocked_until)
           WHERE q.endpoint_id = u.endpoint_id`,
-        [
-          visited,
-          taken,
-          now,
-          owner,
-          leaseUntil,
-          picked.map((r) => r.id),
-          saved.map((x) => x?.json ?? null),
-          saved.map((x) => x?.failingSince ?? null),
-          saved.map((x) => x?.digestDueAt ?? null),
-          saved.map((x) => x?.blockedUntil ?? null),
-        ],
-      );
-    }
-
-    // One endpoint object per endpoint, shared by its leased deliveries (read only downstream), as on SQLite.
-    const endpoints = new Map<string, LeasedDelivery['endpoint']>();
-    return picked.map((r, i): LeasedDelivery => {
-      let endpoint = endpoints.get(r.endpoint_id);
-      if (!endpoint) {
-        const cd = cands[index.get(r.endpoint_id)!]!;
-        endpoint = {
-          id: cd.endpoint_id,
-          tenantId: cd.tenant_id,
-          url: cd.url,
-          headers: JSON.parse(cd.headers),
-        };
-        endpoints.set(r.endpoint_id, endpoint);
+          [
+            visited,
+            taken,
+            now,
+            owner,
+            leaseUntil,
+            picked.map((r) => r.id),
+            saved.map((x) => x?.json ?? null),
+            saved.map((x) => x?.failingSince ?? null),
+            saved.map((x) => x?.digestDueAt ?? null),
+            saved.map((x) => x?.blockedUntil ?? null),
+          ],
+        );
       }
-      // As stored after the lease (which sets updated_at), like deliveryGet would return it.
-      const delivery = toDelivery(r);
-      delivery.updatedAt = now;
-      return {
-        mode: modes[i]!,
-        delivery,
-        endpoint,
-        event: { id: r.event_id, type: r.event_type, createdAt: r.ev_created_at, data: r.ev_data },
-        leaseUntil,
-      };
-    });
-  });
+
+      // One endpoint object per endpoint, shared by its leased deliveries (read only downstream), as on SQLite.
+      const endpoints = new Map<string, LeasedDelivery['endpoint']>();
+      return picked.map((r, i): LeasedDelivery => {
+        let endpoint = endpoints.get(r.endpoint_id);
+        if (!endpoint) {
+          const cd = cands[index.get(r.endpoint_id)!]!;
+          endpoint = {
+            id: cd.endpoint_id,
+            tenantId: cd.tenant_id,
+            url: cd.url,
+            headers: JSON.parse(cd.headers),
+          };
+          endpoints.set(r.endpoint_id, endpoint);
+        }
+        // As stored after the lease (which sets updated_at), like deliveryGet would return it.
+        const delivery = toDelivery(r);
+        delivery.updatedAt = now;
+        return {
+          mode: modes[i]!,
+          delivery,
+          endpoint,
+          event: { id: r.event_id, type: r.event_type, createdAt: r.ev_created_at, data: r.ev_data },
+          leaseUntil,
+        };
+      });
+    },
+    { probesOnly: true },
+  );
 }

@@ -18,7 +18,8 @@ export interface TxClient {
   // biome-ignore lint/suspicious/noExplicitAny: the row type is the caller's, as with pg's own query
   query<R extends QueryResultRow = any>(text: string, values?: unknown[]): Promise<QueryResult<R>>;
 }
-export type TxRunner = <T>(fn: (client: TxClient) => Promise<T>) => Promise<T>;
+/** `probesOnly`: the transaction runs with PROBES_ONLY (query-helpers.ts), sent with its BEGIN. */
+export type TxRunner = <T>(fn: (client: TxClient) => Promise<T>, o?: { probesOnly?: boolean }) => Promise<T>;
 
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 const FILE_RE = /^(\d{4})_([a-z0-9_]+)\.sql$/;

@@ -28,6 +28,7 @@ import { assertSchemaName, runMigrations, type TxClient } from './migrate.ts';
 import { createPostgresOperationsStore } from './operations-store.ts';
 import { isRetryableTransactionError, isUnavailableError } from './pg-errors.ts';
 import { preparing } from './prepared-statements.ts';
+import { PROBES_ONLY } from './query-helpers.ts';
 import { toPage } from './rows.ts';
 
 export interface PostgresStoreOptions {
@@ -192,7 +193,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
    * Runs fn inside BEGIN/COMMIT on one client. On failure it rolls back; a client whose connection broke (or
    * whose rollback failed) is destroyed, never returned to the pool half-way through a transaction.
    */
-  async function tx<T>(fn: (client: TxClient) => Promise<T>): Promise<T> {
+  async function tx<T>(fn: (client: TxClient) => Promise<T>, o?: { probesOnly?: boolean }): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       let client: PoolClient;
       try {
@@ -209,7 +210,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
       client.on('error', onError);
       let destroy = false;
       try {
-        await client.query('BEGIN');
+        await client.query(o?.probesOnly ? `BEGIN; ${PROBES_ONLY}` : 'BEGIN');
         const result = await fn(preparing(client));
         await client.query('COMMIT');
         return result;

@@ -6,6 +6,7 @@
  * (`plan_cache_mode = force_custom_plan`, set on every connection in postgres-store.ts): the statements take arrays
  * of ids, whose sizes a custom plan sees and a generic plan must guess — when PostgreSQL switched to generic plans
  * after five calls, bench:delivery on PostgreSQL fell from 855 to 682 attempts/s and its drain from 987 to 510/s.
+ * (The lease, completion and expiry transactions are the exception: PROBES_ONLY in query-helpers.ts.)
  *
  * Limits. The name is derived from the text, so one text is one statement on every connection. Texts are a fixed
  * set (lane bindings and filter combinations multiply them a little); past MAX_NAMED distinct texts in a process,

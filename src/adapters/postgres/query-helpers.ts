@@ -33,35 +33,26 @@ export function joinJsonTexts(texts: ReadonlyArray<string | null>): string {
 export const jsonTexts = (param: string) => `string_to_array(${param}::text, E'\\x1e', '')`;
 
 /**
- * Runs `fn`'s statements, inside the caller's transaction, with plans made once per connection (generic plans)
- * instead of on every call. Per-call planning with the id arrays inlined as constants was the costliest part of
- * binding the delivery plane's largest statements (1-2 ms per call for the lease's pick). Only for statements in
- * which every table is reached through an index probe whatever the tables' sizes (fenced LATERAL probes, index
- * order matching ORDER BY … LIMIT): a generic plan made while a table is small must not scan it once it is large.
- * plan-shapes.test.ts checks each such statement's generic plan on empty, unanalysed tables.
+ * The settings of a transaction made of key probes only (the lease, the completion, the expiry sweep: TxRunner's
+ * `probesOnly`, sent in the same round trip as BEGIN). Its statements get plans made once per connection (generic
+ * plans) instead of on every call: per-call planning with the id arrays inlined as constants was the costliest part
+ * of binding the delivery plane's largest statements (1-2 ms per call for the lease's pick). And every plan that
+ * reads a table whole is priced out — sequential scans, and hash and merge joins (which read a whole side) — so
+ * each statement reaches its rows through index probes whatever the tables' sizes and statistics: a plan made while
+ * a table is small must not scan it once it is large, and per call, on a young table without statistics, the
+ * planner took a scan of `deliveries` for cheaper than a few hundred probes (bench:delivery: 39 of 154 lease marks
+ * and 48 of 136 completion writes). Pricing out forbids nothing; plan-shapes.test.ts checks every statement of
+ * these transactions on empty, unanalysed tables, where a scan looks cheapest.
+ *
+ * One round trip, not one per setting change: in bulk the delivery thread's event loop is busy, and each round trip
+ * of a lease waited ~3 ms for it while holding the leased endpoints' queue rows.
  */
-export async function withPlansOncePerConnection<T>(
-  c: Db,
-  fn: () => Promise<T>,
-  o: { thenKeyedWrites?: boolean } = {},
-): Promise<T> {
-  await c.query('SET LOCAL plan_cache_mode = force_generic_plan');
-  const result = await fn();
-  // One round trip for both settings: the lease and the completion end with their keyed writes.
-  await c.query(`SET LOCAL plan_cache_mode TO DEFAULT${o.thenKeyedWrites ? `; ${KEYED_WRITES}` : ''}`);
-  return result;
-}
-
-/**
- * For the rest of the transaction, writes keyed by primary key (`id = ANY($n)`, or `FROM unnest(…)` joined on the
- * key) reach their rows by index probes whatever the statistics. They are planned per call, with the keys as
- * constants, and on a young table without statistics (autovacuum off, or not yet run) the planner prices a
- * sequential scan below a few hundred probes: in bench:delivery on PostgreSQL, `auto_explain` caught 39 of the
- * lease's marks and 48 of the completion's projection writes scanning all of `deliveries` (and the recompute's
- * endpoint check hashing all of `endpoints`), each about twice as slow as the probes and growing with the table.
- * Only for transactions that end with such writes: `enable_seqscan = off` prices every scan out, it forbids none.
- */
-export const KEYED_WRITES = 'SET LOCAL enable_seqscan = off';
+export const PROBES_ONLY = [
+  'SET LOCAL plan_cache_mode = force_generic_plan',
+  'SET LOCAL enable_seqscan = off',
+  'SET LOCAL enable_hashjoin = off',
+  'SET LOCAL enable_mergejoin = off',
+].join('; ');
 
 /** WHERE clauses built per call, so every shape gets a plan on the matching index. */
 export function where(base: Array<[string, unknown]>) {
@@ -79,12 +70,14 @@ export function where(base: Array<[string, unknown]>) {
  * ORDER BY … LIMIT 1 so the plan is that probe even without statistics).
  *
  * For use in the same statement as a write to deliveries (which that statement's snapshot does not see):
- * `exclude` names a text[] of delivery ids whose row is being changed, `extra` a bigint due time to fold in.
+ * `exclude` names a text[] of delivery ids whose row is being changed, `extra` a bigint due time to fold in. The
+ * exclusion is a hashed subplan, built once per statement: `<> ALL(array)` compares each row visited with every
+ * element (a lease of 300 visits ~8 rows per endpoint before its first unleased one, each against all 300 ids).
  */
 export function recomputeDue(o: { exclude?: string; extra?: string } = {}): string {
   const visible = `(SELECT d.next_attempt_at FROM deliveries d
                      WHERE d.endpoint_id = q.endpoint_id AND d.status = 'pending' AND d.lease_owner IS NULL
-                       ${o.exclude ? `AND d.id <> ALL(${o.exclude})` : ''}
+                       ${o.exclude ? `AND d.id NOT IN (SELECT unnest(${o.exclude}))` : ''}
                      ORDER BY d.next_attempt_at LIMIT 1)`;
   return `CASE WHEN EXISTS (SELECT 1 FROM endpoints e
                              WHERE e.id = q.endpoint_id AND e.status = 'enabled' AND e.deleted_at IS NULL)
