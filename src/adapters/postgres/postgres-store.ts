@@ -31,6 +31,8 @@ import { preparing } from './prepared-statements.ts';
 import { PROBES_ONLY } from './query-helpers.ts';
 import { toPage } from './rows.ts';
 
+const BEGIN_PROBES_ONLY = `BEGIN; ${PROBES_ONLY}`;
+
 export interface PostgresStoreOptions {
   connectionString: string;
   /** Schema for every table (created by migrate()); default: the connection's default search_path. */
@@ -210,7 +212,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
       client.on('error', onError);
       let destroy = false;
       try {
-        await client.query(o?.probesOnly ? `BEGIN; ${PROBES_ONLY}` : 'BEGIN');
+        await client.query(o?.probesOnly ? BEGIN_PROBES_ONLY : 'BEGIN');
         const result = await fn(preparing(client));
         await client.query('COMMIT');
         return result;
