@@ -35,7 +35,7 @@ interface ProjectionRow {
  * of `endpoints` (sorted; `released` in-flight slots each). The recompute cannot see this statement's own
  * writes: changed ids are excluded, and those left pending and unleased are folded in through `extra`.
  * Completion also passes the endpoints' updated runtimes (`runtimes`; the due time is recomputed only for
- * `touched` endpoints, whose deliveries changed) and the notices they call for (`notices`).
+ * `touched` endpoints, whose unleased pending deliveries changed) and the notices they call for (`notices`).
  */
 const writeProjection = (
   c: Db,
@@ -237,7 +237,9 @@ export async function complete(
           changed.add(r);
           // A skip held no in-flight slot.
           if (x.leaseOwner !== null) released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
-          touched.add(r.endpoint_id);
+          // Back in the queue (a retry, or a skip rescheduled): its due time may now be the endpoint's earliest.
+          // Delivered and dead-lettered ones leave the due time as it was: a leased delivery is not counted in it.
+          if (x.next.status === 'pending') touched.add(r.endpoint_id);
         } else if (x.next.status === 'delivered') {
           // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
           // was still running; it did arrive, so record that — a second send may still happen (at-least-once).

@@ -26,7 +26,7 @@ export function createSqliteDeliveryStore(
 ): DeliveryStore & { refreshDue(endpointId: string): void } {
   const refreshDue = createRefreshDue(st);
   const fanout = createFanout(st);
-  const lease = createLease(st, refreshDue);
+  const lease = createLease(st);
   const { complete, expire } = createCompletion(st, refreshDue);
   const skipBlocked = createSkipBlocked(st, complete);
 

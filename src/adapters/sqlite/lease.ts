@@ -5,7 +5,7 @@ import type { LaneBinding } from '../../domain/lanes.ts';
 import { effectiveCap } from '../../domain/ramp.ts';
 import type { LeasedDelivery } from '../../ports/delivery-store.ts';
 import { saveRuntime } from './operations-store.ts';
-import type { RefreshDue } from './queue-due.ts';
+import { EARLIEST_DUE } from './queue-due.ts';
 import { deliveryFromRow, type Row, type St } from './rows.ts';
 
 /**
@@ -59,7 +59,7 @@ export function dueRows(st: St, c: Row, now: number, room: number, withEvent: bo
 }
 
 /** Runs inside a transaction (the caller's: turn-commit.ts). */
-export function createLease(st: St, refreshDue: RefreshDue) {
+export function createLease(st: St) {
   const lease = (
     owner: string,
     now: number,
@@ -142,13 +142,13 @@ export function createLease(st: St, refreshDue: RefreshDue) {
           leaseUntil,
         });
       }
-      st('UPDATE endpoint_queue SET inflight = inflight + ?, last_served_at = ? WHERE endpoint_id = ?').run(
-        rows.length,
-        now,
-        endpointId,
-      );
       if (claimed) saveRuntime(st, endpointId, runtime);
-      refreshDue(endpointId);
+      // One write of the queue row: its in-flight count, its turn in the rotation and its due time, recomputed
+      // after the marks above took the leased deliveries out of the unleased set.
+      st(
+        `UPDATE endpoint_queue SET inflight = inflight + @n, last_served_at = @now, next_due_at = ${EARLIEST_DUE}
+          WHERE endpoint_id = @id`,
+      ).run({ n: rows.length, now, id: endpointId });
     }
     return out;
   };

@@ -3,15 +3,22 @@ import type { St } from './rows.ts';
 
 export type RefreshDue = (endpointId: string) => unknown;
 
+/**
+ * Earliest due time among unleased pending deliveries of an enabled endpoint (NULL otherwise), of the queue row
+ * whose endpoint is bound as `@id`. Only a change to that set moves it: a lease takes deliveries out, a retry or
+ * an expired lease puts one back, a status change includes or excludes them all. A delivered or dead-lettered
+ * attempt leaves it as it was, since a leased delivery was never part of it.
+ */
+export const EARLIEST_DUE = `(
+  SELECT min(d.next_attempt_at) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
+   WHERE d.endpoint_id = @id AND d.status = 'pending' AND d.lease_owner IS NULL
+     AND e.status = 'enabled' AND e.deleted_at IS NULL)`;
+
 export function createRefreshDue(st: St) {
-  /** Earliest due time among unleased pending deliveries of an enabled endpoint (NULL otherwise). */
+  // Named parameters: the subquery and the WHERE share `@id` (better-sqlite3 binds `?1` by name, not position).
   const refreshDue = (endpointId: string) =>
-    st(
-      `UPDATE endpoint_queue SET next_due_at = (
-         SELECT min(d.next_attempt_at) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
-         WHERE d.endpoint_id = @id AND d.status = 'pending' AND d.lease_owner IS NULL
-           AND e.status = 'enabled' AND e.deleted_at IS NULL)
-       WHERE endpoint_id = @id`,
-    ).run({ id: endpointId }); // named: better-sqlite3 binds `?1` by name, not by position
+    st(`UPDATE endpoint_queue SET next_due_at = ${EARLIEST_DUE} WHERE endpoint_id = @id`).run({
+      id: endpointId,
+    });
   return refreshDue;
 }
