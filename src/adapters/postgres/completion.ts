@@ -237,9 +237,10 @@ export async function complete(
           changed.add(r);
           // A skip held no in-flight slot.
           if (x.leaseOwner !== null) released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
-          // Back in the queue (a retry, or a skip rescheduled): its due time may now be the endpoint's earliest.
-          // Delivered and dead-lettered ones leave the due time as it was: a leased delivery is not counted in it.
-          if (x.next.status === 'pending') touched.add(r.endpoint_id);
+          // The due time moves only when the unleased pending set does: a delivery goes back to the queue (a
+          // retry), or a skip (never leased) is rescheduled or dead-lettered. A leased delivery that ends
+          // delivered or dead was not in the set.
+          if (x.next.status === 'pending' || x.leaseOwner === null) touched.add(r.endpoint_id);
         } else if (x.next.status === 'delivered') {
           // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
           // was still running; it did arrive, so record that — a second send may still happen (at-least-once).

@@ -125,9 +125,10 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
       if (res.changes > 0) {
         // A skip held no in-flight slot.
         if (c.leaseOwner !== null) released.set(a.endpointId, (released.get(a.endpointId) ?? 0) + 1);
-        // Back in the queue (a retry, or a skip rescheduled): its due time may now be the endpoint's earliest.
-        // Delivered and dead-lettered ones leave the due time as it was (queue-due.ts).
-        if (next.status === 'pending') touched.add(a.endpointId);
+        // The due time moves only when the unleased pending set does (queue-due.ts): a delivery goes back to the
+        // queue (a retry), or a skip (never leased) is rescheduled or dead-lettered. A leased delivery that ends
+        // delivered or dead was not in the set.
+        if (next.status === 'pending' || c.leaseOwner === null) touched.add(a.endpointId);
       } else if (next.status === 'delivered') {
         // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
         // was still running; it did arrive, so record that — a second send may still happen (at-least-once).
