@@ -26,8 +26,7 @@ export const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
  */
 export function joinJsonTexts(texts: ReadonlyArray<string | null>): string {
   for (const t of texts)
-    if (t === '' || (t !== null && t.includes('\x1e')))
-      throw new Error('not JSON text: empty or holds U+001E');
+    if (t === '' || t?.includes('\x1e')) throw new Error('not JSON text: empty or holds U+001E');
   return texts.map((t) => t ?? '').join('\x1e');
 }
 export const jsonTexts = (param: string) => `string_to_array(${param}::text, E'\\x1e', '')`;
