@@ -3,6 +3,7 @@
  * plane. Both rely on the queue-row invariant described at `lease` (lease.ts); locking: see delivery-store.ts.
  */
 import { randomBytes } from 'node:crypto';
+import { completionMovesDueTime } from '../../domain/due-time.ts';
 import { applyAttempt, type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import { newId } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
@@ -237,10 +238,7 @@ export async function complete(
           changed.add(r);
           // A skip held no in-flight slot.
           if (x.leaseOwner !== null) released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
-          // The due time moves only when the unleased pending set does: a delivery goes back to the queue (a
-          // retry), or a skip (never leased) is rescheduled or dead-lettered. A leased delivery that ends
-          // delivered or dead was not in the set.
-          if (x.next.status === 'pending' || x.leaseOwner === null) touched.add(r.endpoint_id);
+          if (completionMovesDueTime(x.next.status, x.leaseOwner !== null)) touched.add(r.endpoint_id);
         } else if (x.next.status === 'delivered') {
           // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
           // was still running; it did arrive, so record that — a second send may still happen (at-least-once).

@@ -1,5 +1,6 @@
 /** Completion of attempts (deliveryComplete) and expiry of leases (deliveryExpireLeases) in SQLite. */
 import { randomBytes } from 'node:crypto';
+import { completionMovesDueTime } from '../../domain/due-time.ts';
 import { applyAttempt, type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import { newId } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
@@ -125,10 +126,7 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
       if (res.changes > 0) {
         // A skip held no in-flight slot.
         if (c.leaseOwner !== null) released.set(a.endpointId, (released.get(a.endpointId) ?? 0) + 1);
-        // The due time moves only when the unleased pending set does (queue-due.ts): a delivery goes back to the
-        // queue (a retry), or a skip (never leased) is rescheduled or dead-lettered. A leased delivery that ends
-        // delivered or dead was not in the set.
-        if (next.status === 'pending' || c.leaseOwner === null) touched.add(a.endpointId);
+        if (completionMovesDueTime(next.status, c.leaseOwner !== null)) touched.add(a.endpointId);
       } else if (next.status === 'delivered') {
         // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
         // was still running; it did arrive, so record that — a second send may still happen (at-least-once).

@@ -7,7 +7,7 @@ export type RefreshDue = (endpointId: string) => unknown;
  * Earliest due time among unleased pending deliveries of an enabled endpoint (NULL otherwise), of the queue row
  * whose endpoint is bound as `@id`. Only a change to that set moves it: a lease takes deliveries out, a retry or
  * an expired lease puts one back, a skip reschedules or dead-letters one, a status change includes or excludes
- * them all. A leased delivery that ends delivered or dead-lettered leaves it as it was: it was not in the set.
+ * them all. For completions the rule is domain/due-time.ts completionMovesDueTime.
  */
 export const EARLIEST_DUE = `(
   SELECT min(d.next_attempt_at) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
