@@ -242,7 +242,7 @@ async function api<T>(url: string, token: string, path: string, body: unknown): 
 
 interface StoreSetup {
   env: Record<string, string>;
-  /** Counts rows in events and fanout_pending (after Hookrail stopped). */
+  /** Counts the events, and those not yet fanned out (after Hookrail stopped). */
   count(): Promise<{ events: number; fanoutPending: number }>;
 }
 
@@ -255,7 +255,7 @@ async function prepareSqlite(dataDir: string): Promise<StoreSetup> {
         const n = (sql: string) => (db.prepare(sql).get() as { n: number }).n;
         return {
           events: n('SELECT count(*) AS n FROM events'),
-          fanoutPending: n('SELECT count(*) AS n FROM fanout_pending'),
+          fanoutPending: n('SELECT count(*) AS n FROM events WHERE seq > (SELECT seq FROM fanout_cursor)'),
         };
       } finally {
         db.close();

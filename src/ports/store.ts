@@ -131,7 +131,8 @@ export interface Store extends DeliveryStore, OperationsStore {
 
   /**
    * The committed-event stream for fan-out: events durably accepted and not yet fanned out, oldest first. Every
-   * insert by eventInsertBatch enqueues here in the same transaction, so nothing committed is ever missed.
+   * insert by eventInsertBatch enqueues here in the same transaction (SQLite: the event log itself, after fan-out's
+   * cursor), so nothing committed is ever missed. Returns how many are waiting.
    */
   fanoutPendingCount(): Promise<number>;
   /** Deletes expired idempotency records (older than the window); returns how many. */

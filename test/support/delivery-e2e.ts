@@ -215,7 +215,9 @@ const LEASED_SQL =
   'SELECT id, status, lease_owner, lease_until FROM deliveries WHERE lease_owner IS NOT NULL ORDER BY id';
 const INFLIGHT_SQL =
   'SELECT endpoint_id, inflight FROM endpoint_queue WHERE inflight <> 0 ORDER BY endpoint_id';
-const FANOUT_SQL = 'SELECT count(*) AS n FROM fanout_pending';
+// SQLite keeps a cursor in the event log (its migration 0010), PostgreSQL a row per event not yet fanned out.
+const SQLITE_FANOUT_SQL = 'SELECT count(*) AS n FROM events WHERE seq > (SELECT seq FROM fanout_cursor)';
+const POSTGRES_FANOUT_SQL = 'SELECT count(*) AS n FROM fanout_pending';
 
 export function sqliteLeaseState(dataDir: string): LeaseState {
   const db = new Database(join(dataDir, 'hookrail.db'), { readonly: true, fileMustExist: true });
@@ -224,7 +226,7 @@ export function sqliteLeaseState(dataDir: string): LeaseState {
     return {
       leased: db.prepare(LEASED_SQL).all() as LeaseState['leased'],
       inflight: db.prepare(INFLIGHT_SQL).all() as LeaseState['inflight'],
-      fanoutPending: Number((db.prepare(FANOUT_SQL).get() as { n: number }).n),
+      fanoutPending: Number((db.prepare(SQLITE_FANOUT_SQL).get() as { n: number }).n),
     };
   } finally {
     db.close();
@@ -241,7 +243,7 @@ export async function postgresLeaseState(url: string): Promise<LeaseState> {
       lease_until: Number(r.lease_until),
     }));
     const inflight = (await client.query(INFLIGHT_SQL)).rows;
-    const fanoutPending = Number((await client.query(FANOUT_SQL)).rows[0].n);
+    const fanoutPending = Number((await client.query(POSTGRES_FANOUT_SQL)).rows[0].n);
     return { leased, inflight, fanoutPending };
   } finally {
     await client.end();

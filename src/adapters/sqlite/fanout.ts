@@ -34,9 +34,10 @@ export function createFanout(st: St) {
     deliveryLimit: number,
     ids: { delivery(): string; webhookId(): string },
   ) => {
+    // The events after the cursor, in seq order (migration 0010: on SQLite that is commit order).
     const pending = st(
-      `SELECT f.event_seq, e.id, e.tenant_id, e.type, e.resource_id FROM fanout_pending f
-       JOIN events e ON e.seq = f.event_seq ORDER BY f.event_seq LIMIT ? + 0`,
+      `SELECT seq AS event_seq, id, tenant_id, type, resource_id FROM events
+        WHERE seq > (SELECT seq FROM fanout_cursor) ORDER BY seq LIMIT ? + 0`,
     ).all(limit) as Row[];
     if (pending.length === 0) return { events: 0, deliveries: 0 };
     const byTenant = new Map<string, TenantSubscriptions | null>(); // read once per pass; null: tenant deleted
@@ -84,7 +85,7 @@ export function createFanout(st: St) {
     );
     for (const [id, n] of touched) due.run({ now, id, n });
     // One fan-out loop, in sequence order: everything up to the last event taken is done.
-    st('DELETE FROM fanout_pending WHERE event_seq <= ?').run(pending[taken - 1]?.event_seq);
+    st('UPDATE fanout_cursor SET seq = ?').run(pending[taken - 1]?.event_seq);
     return { events: taken, deliveries };
   };
   return fanout;

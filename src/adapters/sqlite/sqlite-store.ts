@@ -127,16 +127,11 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
   };
 
   const insertEvent = (e: NewEvent) => {
-    const info = st(
+    // Fan-out takes it by its seq (fanout.ts; migration 0010): nothing else to write.
+    st(
       `INSERT INTO events (id, tenant_id, type, resource_id, data, idempotency_key, request_hash, created_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
     ).run(e.id, e.tenantId, e.type, e.resourceId, e.data, e.idempotencyKey, e.requestHash, e.createdAt);
-    st('INSERT INTO fanout_pending (event_seq, event_id, tenant_id, created_at) VALUES (?, ?, ?, ?)').run(
-      info.lastInsertRowid,
-      e.id,
-      e.tenantId,
-      e.createdAt,
-    );
   };
 
   // Runs inside a transaction (turn-commit.ts).
@@ -338,7 +333,11 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
       }),
 
     fanoutPendingCount: () =>
-      guard(() => (st('SELECT count(*) AS n FROM fanout_pending').get() as Row).n as number),
+      guard(
+        () =>
+          (st('SELECT count(*) AS n FROM events WHERE seq > (SELECT seq FROM fanout_cursor)').get() as Row)
+            .n as number,
+      ),
     idempotencyPrune: ({ olderThan }) =>
       guard(() => st('DELETE FROM idempotency_keys WHERE created_at < ?').run(olderThan).changes),
     // No MVCC garbage: a deleted row's space is reused by the next insert.
