@@ -3,8 +3,8 @@ import { blockedUntil, decideAttempt } from '../../domain/circuit-breaker.ts';
 import { parseRuntime } from '../../domain/endpoint-runtime.ts';
 import type { LaneBinding } from '../../domain/lanes.ts';
 import type { DeliveryStore, RecordedCompletion, SkipCompletion } from '../../ports/delivery-store.ts';
-import { dueRows, laneCondition } from './lease.ts';
-import { deliveryFromRow, type Row, type St } from './rows.ts';
+import { dueDelivery, dueRows, laneCondition } from './lease.ts';
+import type { Row, St } from './rows.ts';
 
 type SkipParams = Parameters<DeliveryStore['deliverySkipBlocked']>[0];
 
@@ -46,7 +46,7 @@ export function createSkipBlocked(
         url: c.url as string,
       };
       for (const r of dueRows(st, c, now, limit - out.length, false))
-        out.push(skip({ delivery: deliveryFromRow(r), endpoint }));
+        out.push(skip({ delivery: dueDelivery(r), endpoint }));
     }
     if (out.length > 0)
       complete(
