@@ -31,6 +31,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { UNFANNED_COUNT_SQL } from '../src/adapters/sqlite/fanout.ts';
 import type { LoadReport, LoadSpec, PhaseReport } from './load-worker.ts';
 import { busyShare, CORES, type CpuBreakdown, machineCpu } from './proc-stats.ts';
 
@@ -255,7 +256,7 @@ async function prepareSqlite(dataDir: string): Promise<StoreSetup> {
         const n = (sql: string) => (db.prepare(sql).get() as { n: number }).n;
         return {
           events: n('SELECT count(*) AS n FROM events'),
-          fanoutPending: n('SELECT count(*) AS n FROM events WHERE seq > (SELECT seq FROM fanout_cursor)'),
+          fanoutPending: n(UNFANNED_COUNT_SQL),
         };
       } finally {
         db.close();

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterEach } from 'vitest';
+import { UNFANNED_COUNT_SQL } from '../../src/adapters/sqlite/fanout.ts';
 import { childEnv, HookrailProcess } from './hookrail-process.ts';
 import { errorCode, http, isConnectionError, sleep } from './intake-load.ts';
 
@@ -215,8 +216,7 @@ const LEASED_SQL =
   'SELECT id, status, lease_owner, lease_until FROM deliveries WHERE lease_owner IS NOT NULL ORDER BY id';
 const INFLIGHT_SQL =
   'SELECT endpoint_id, inflight FROM endpoint_queue WHERE inflight <> 0 ORDER BY endpoint_id';
-// SQLite keeps a cursor in the event log (its migration 0010), PostgreSQL a row per event not yet fanned out.
-const SQLITE_FANOUT_SQL = 'SELECT count(*) AS n FROM events WHERE seq > (SELECT seq FROM fanout_cursor)';
+// Not yet fanned out: on SQLite the events after fan-out's cursor (UNFANNED_COUNT_SQL), on PostgreSQL a row each.
 const POSTGRES_FANOUT_SQL = 'SELECT count(*) AS n FROM fanout_pending';
 
 export function sqliteLeaseState(dataDir: string): LeaseState {
@@ -226,7 +226,7 @@ export function sqliteLeaseState(dataDir: string): LeaseState {
     return {
       leased: db.prepare(LEASED_SQL).all() as LeaseState['leased'],
       inflight: db.prepare(INFLIGHT_SQL).all() as LeaseState['inflight'],
-      fanoutPending: Number((db.prepare(SQLITE_FANOUT_SQL).get() as { n: number }).n),
+      fanoutPending: Number((db.prepare(UNFANNED_COUNT_SQL).get() as { n: number }).n),
     };
   } finally {
     db.close();

@@ -3,6 +3,13 @@ import { VOLUME_WINDOW_MS } from '../../domain/lanes.ts';
 import { SubscriptionCache, subscriptionFromRow, type TenantSubscriptions } from '../subscriptions.ts';
 import type { Row, St } from './rows.ts';
 
+/**
+ * How many committed events fan-out has not taken yet: those after its cursor (migration 0010). The store's
+ * fanoutPendingCount, and the benchmarks and tests that read a stopped database directly, count with it.
+ */
+export const UNFANNED_COUNT_SQL =
+  'SELECT count(*) AS n FROM events WHERE seq > (SELECT seq FROM fanout_cursor)';
+
 /** Runs inside a transaction (the caller's: turn-commit.ts). */
 export function createFanout(st: St) {
   const insertDelivery = (...args: unknown[]) =>

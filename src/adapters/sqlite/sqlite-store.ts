@@ -27,6 +27,7 @@ import type {
 import { StoreUnavailableError } from '../../ports/store.ts';
 import { BACKSTOP_PAGES, startCheckpointer } from './checkpointer.ts';
 import { createSqliteDeliveryStore } from './delivery-store.ts';
+import { UNFANNED_COUNT_SQL } from './fanout.ts';
 import { createSqliteOperationsStore } from './operations-store.ts';
 import { page } from './rows.ts';
 import { createTurnCommit } from './turn-commit.ts';
@@ -332,12 +333,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
         return page(rows.map(eventFromRow), limit);
       }),
 
-    fanoutPendingCount: () =>
-      guard(
-        () =>
-          (st('SELECT count(*) AS n FROM events WHERE seq > (SELECT seq FROM fanout_cursor)').get() as Row)
-            .n as number,
-      ),
+    fanoutPendingCount: () => guard(() => (st(UNFANNED_COUNT_SQL).get() as Row).n as number),
     idempotencyPrune: ({ olderThan }) =>
       guard(() => st('DELETE FROM idempotency_keys WHERE created_at < ?').run(olderThan).changes),
     // No MVCC garbage: a deleted row's space is reused by the next insert.
