@@ -175,7 +175,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       10_000,
     ),
     // 512: more room before slow endpoints (each within its own cap) take every slot; measured in bench:delivery
-    // (SQLite, 4 alternated pairs) 3,361 against 3,059 attempts/s on average with 256 (docs/benchmarks.md).
+    // (SQLite, 4 alternated pairs) 3,361 against 3,059 attempts/s on average with 256 (docs/benchmarks-delivery-log.md,
+    // ninth round).
     deliveryConcurrency: parseInteger(
       'HOOKRAIL_DELIVERY_CONCURRENCY',
       get('HOOKRAIL_DELIVERY_CONCURRENCY') ?? '512',

@@ -30,8 +30,8 @@ export function laneCondition(lanes: LaneBinding | undefined): string {
  * The delivery columns a due-row read returns, as arrays in this order (dueDelivery maps them), then with
  * `withEvent` the event's data and creation time. Arrays, not objects: on Node 20 better-sqlite3 builds a row
  * object one property at a time through the V8 API (a name lookup and a map transition per column). Measured
- * (docs/benchmarks.md, nineteenth round): 3.2–3.8 µs per row read as an array and mapped by a literal, against
- * 6.2–7.2 µs as an object (the 21 columns of `d.*` then). One due row is read per leased delivery.
+ * (docs/benchmarks-delivery-log.md, nineteenth round): 3.2–3.8 µs per row read as an array and mapped by a
+ * literal, against 6.2–7.2 µs as an object (the 21 columns of `d.*` then). One due row is read per leased delivery.
  */
 const DUE_COLUMNS = `d.id, d.tenant_id, d.endpoint_id, d.event_id, d.event_type, d.resource_id, d.webhook_id, d.status,
   d.attempts, d.next_attempt_at, d.first_attempt_at, d.last_attempt_at, d.status_reason, d.replayed_from, d.created_at,
