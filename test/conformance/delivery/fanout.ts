@@ -1,0 +1,163 @@
+/** Delivery conformance: fan-out. */
+import { describe, expect } from 'vitest';
+import type { DeliveryRecord, EndpointRecord } from '../../../src/ports/delivery-store.ts';
+import { NOW } from '../store-conformance.ts';
+import { type DeliverySection, eventRecord, ids, SECOND, WINDOW } from './harness.ts';
+
+export function fanoutConformance({ h, test }: DeliverySection): void {
+  const { newTenant, newEndpoint, publish, deliveriesOf } = h;
+  describe('fan-out', () => {
+    test('each pass matches against the endpoints as they are when it runs (created, changed, deleted)', async () => {
+      const t = await newTenant();
+      const a = await newEndpoint(t.id, { eventTypes: ['order.*'] });
+      const typesOf = async (ep: EndpointRecord) =>
+        (await deliveriesOf(ep.id)).map((d) => d.eventType).sort();
+      await publish(t.id, ['order.created', 'invoice.sent'], NOW);
+      expect(await typesOf(a)).toEqual(['order.created']);
+
+      await h.store.endpointUpdate({
+        id: a.id,
+        tenantId: t.id,
+        patch: { eventTypes: ['invoice.*'] },
+        now: NOW + 1,
+      });
+      const b = await newEndpoint(t.id, { eventTypes: ['order.paid'] });
+      await publish(t.id, ['order.paid', 'invoice.sent'], NOW + 2);
+      expect(await typesOf(a)).toEqual(['invoice.sent', 'order.created']);
+      expect(await typesOf(b)).toEqual(['order.paid']);
+
+      await h.store.endpointDelete({ id: a.id, tenantId: t.id, now: NOW + 3 });
+      await publish(t.id, ['invoice.sent', 'order.paid'], NOW + 4);
+      expect(await typesOf(a)).toEqual(['invoice.sent', 'order.created']);
+      expect(await typesOf(b)).toEqual(['order.paid', 'order.paid']);
+
+      await h.store.tenantDelete({ id: t.id, now: NOW + 5 });
+      await publish(t.id, ['order.paid'], NOW + 6);
+      expect(await typesOf(b)).toEqual(['order.paid', 'order.paid']);
+    });
+
+    test('fanoutRun creates one delivery per matching, non-deleted endpoint, exactly once', async () => {
+      const t1 = await newTenant();
+      const t2 = await newTenant(NOW + 1);
+      const gone = await newTenant(NOW + 2);
+      const all = await newEndpoint(t1.id, { eventTypes: ['*'] });
+      const orders = await newEndpoint(t1.id, {
+        eventTypes: ['order.*'],
+        status: 'disabled',
+        disabledReason: 'x',
+      });
+      const invoices = await newEndpoint(t1.id, { eventTypes: ['invoice.sent'] });
+      const deleted = await newEndpoint(t1.id, { eventTypes: ['*'] });
+      await h.store.endpointDelete({ id: deleted.id, tenantId: t1.id, now: NOW });
+      const other = await newEndpoint(t2.id, { eventTypes: ['user.*'] });
+      const ofGone = await newEndpoint(gone.id, { eventTypes: ['*'] });
+      await h.store.tenantDelete({ id: gone.id, now: NOW });
+
+      const evs = [
+        { ...eventRecord(t1.id, 'order.created'), resourceId: 'ord_1' },
+        eventRecord(t1.id, 'invoice.sent'),
+        eventRecord(t1.id, 'user.created'),
+        eventRecord(t2.id, 'order.created'),
+        eventRecord(gone.id, 'order.created'),
+      ];
+      await h.store.eventInsertBatch({ events: evs, now: NOW, idempotencyWindowMs: WINDOW });
+      const at = NOW + 5 * SECOND;
+      expect(await h.store.fanoutRun({ now: at, limit: 100, ids })).toEqual({ events: 5, deliveries: 5 });
+      expect(await h.store.fanoutPendingCount()).toBe(0);
+      expect(await h.store.fanoutRun({ now: at + 1, limit: 100, ids })).toEqual({ events: 0, deliveries: 0 });
+
+      const typesOf = async (ep: EndpointRecord) =>
+        (await deliveriesOf(ep.id)).map((d) => d.eventType).sort();
+      expect(await typesOf(all)).toEqual(['invoice.sent', 'order.created', 'user.created']);
+      expect(await typesOf(orders)).toEqual(['order.created']);
+      expect(await typesOf(invoices)).toEqual(['invoice.sent']);
+      expect(await typesOf(deleted)).toEqual([]);
+      expect(await typesOf(other)).toEqual([]);
+      expect(await typesOf(ofGone)).toEqual([]);
+
+      const [d] = await deliveriesOf(orders.id);
+      expect(d).toEqual({
+        id: expect.stringMatching(/^dlv_/),
+        tenantId: t1.id,
+        endpointId: orders.id,
+        eventId: evs[0]!.id,
+        eventType: 'order.created',
+        resourceId: 'ord_1',
+        webhookId: expect.stringMatching(/^msg_/),
+        status: 'pending',
+        attempts: 0,
+        nextAttemptAt: at,
+        firstAttemptAt: null,
+        lastAttemptAt: null,
+        statusReason: null,
+        replayedFrom: null,
+        createdAt: at,
+        updatedAt: at,
+      } satisfies DeliveryRecord);
+      // Every delivery has its own webhook id.
+      const allDeliveries = [...(await deliveriesOf(all.id)), ...(await deliveriesOf(invoices.id)), d!];
+      expect(new Set(allDeliveries.map((x) => x.webhookId)).size).toBe(5);
+    });
+
+    test('fanoutRun takes at most `limit` events, oldest first', async () => {
+      const t = await newTenant();
+      const ep = await newEndpoint(t.id);
+      const evs = Array.from({ length: 5 }, () => eventRecord(t.id, 'a.b'));
+      await h.store.eventInsertBatch({ events: evs, now: NOW, idempotencyWindowMs: WINDOW });
+      expect(await h.store.fanoutRun({ now: NOW, limit: 2, ids })).toEqual({ events: 2, deliveries: 2 });
+      expect((await deliveriesOf(ep.id)).map((d) => d.eventId).sort()).toEqual(
+        evs
+          .slice(0, 2)
+          .map((e) => e.id)
+          .sort(),
+      );
+      expect(await h.store.fanoutPendingCount()).toBe(3);
+      expect(await h.store.fanoutRun({ now: NOW, limit: 10, ids })).toEqual({ events: 3, deliveries: 3 });
+      expect(await h.store.fanoutPendingCount()).toBe(0);
+    });
+
+    test('fanoutRun ends a pass after the event that reaches `deliveryLimit`; the rest wait', async () => {
+      const t = await newTenant();
+      const eps = [await newEndpoint(t.id), await newEndpoint(t.id), await newEndpoint(t.id)];
+      const evs = Array.from({ length: 5 }, () => eventRecord(t.id, 'a.b'));
+      await h.store.eventInsertBatch({ events: evs, now: NOW, idempotencyWindowMs: WINDOW });
+      const run = (deliveryLimit: number) => h.store.fanoutRun({ now: NOW, limit: 10, deliveryLimit, ids });
+      // Three deliveries per event: the limit of 4 is reached by the second event, which is taken whole.
+      expect(await run(4)).toEqual({ events: 2, deliveries: 6 });
+      expect(await h.store.fanoutPendingCount()).toBe(3);
+      // An event is taken whole even when it alone exceeds the limit, so a pass always makes progress.
+      expect(await run(1)).toEqual({ events: 1, deliveries: 3 });
+      expect(await run(0)).toEqual({ events: 1, deliveries: 3 });
+      expect(await run(100)).toEqual({ events: 1, deliveries: 3 });
+      expect(await h.store.fanoutPendingCount()).toBe(0);
+      for (const ep of eps) {
+        expect((await deliveriesOf(ep.id)).map((d) => d.eventId).sort()).toEqual(evs.map((e) => e.id).sort());
+      }
+    });
+
+    test('concurrent fanoutRun calls create each delivery exactly once', async () => {
+      const t = await newTenant();
+      const eps = [await newEndpoint(t.id), await newEndpoint(t.id), await newEndpoint(t.id)];
+      const evs = Array.from({ length: 60 }, (_, i) => eventRecord(t.id, `type.n${i % 4}`));
+      await h.store.eventInsertBatch({ events: evs, now: NOW, idempotencyWindowMs: WINDOW });
+      let events = 0;
+      let deliveries = 0;
+      for (let round = 0; round < 50 && (await h.store.fanoutPendingCount()) > 0; round++) {
+        const outs = await Promise.all(
+          Array.from({ length: 4 }, () => h.store.fanoutRun({ now: NOW, limit: 7, ids })),
+        );
+        for (const o of outs) {
+          events += o.events;
+          deliveries += o.deliveries;
+        }
+      }
+      expect(events).toBe(60);
+      expect(deliveries).toBe(180);
+      for (const ep of eps) {
+        const ds = await deliveriesOf(ep.id);
+        expect(ds).toHaveLength(60);
+        expect(new Set(ds.map((d) => d.eventId))).toEqual(new Set(evs.map((e) => e.id)));
+      }
+    });
+  });
+}

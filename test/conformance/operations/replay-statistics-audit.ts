@@ -1,0 +1,224 @@
+/** Operations conformance: replay, statistics, audit. */
+import { describe, expect } from 'vitest';
+import type { AuditRecord, DeliveryRecord } from '../../../src/ports/delivery-store.ts';
+import { NOW } from '../store-conformance.ts';
+import { HOUR, id, ids, type OperationsSection, SECOND } from './harness.ts';
+
+export function replayStatisticsAuditConformance({ h, test }: OperationsSection): void {
+  const { newTenant, newEndpoint, publish, lease, complete } = h;
+  describe('replay', () => {
+    test('deliveryReplay: a new delivery with the same webhook-id; not_found; endpoint_gone', async () => {
+      const t = await newTenant();
+      const other = await newTenant(NOW + 1);
+      const ep = await newEndpoint(t.id);
+      const [ev] = await publish(t.id, 1);
+      const [l] = await lease(NOW + SECOND);
+      await complete([l!], NOW + 2 * SECOND);
+      const original = (await h.store.deliveryGet({ id: l!.delivery.id, tenantId: t.id }))!;
+      expect(original.status).toBe('delivered');
+
+      const now = NOW + HOUR;
+      const copy = await h.store.deliveryReplay({ id: original.id, tenantId: t.id, now, ids });
+      expect(copy).toEqual({
+        id: expect.stringMatching(/^dlv_/),
+        tenantId: t.id,
+        endpointId: ep.id,
+        eventId: ev!.id,
+        eventType: 'a.b',
+        resourceId: null,
+        webhookId: original.webhookId,
+        status: 'pending',
+        attempts: 0,
+        nextAttemptAt: now,
+        firstAttemptAt: null,
+        lastAttemptAt: null,
+        statusReason: null,
+        replayedFrom: original.id,
+        createdAt: now,
+        updatedAt: now,
+      } satisfies DeliveryRecord);
+      const c = copy as DeliveryRecord;
+      expect(c.id).not.toBe(original.id);
+      expect(await h.store.deliveryGet({ id: c.id, tenantId: t.id })).toEqual(copy);
+      expect(await h.store.deliveryGet({ id: original.id, tenantId: t.id })).toEqual(original);
+      // Due at once.
+      const leased = await lease(now);
+      expect(leased.map((x) => [x.delivery.id, x.delivery.webhookId, x.event.id])).toEqual([
+        [c.id, original.webhookId, ev!.id],
+      ]);
+      // A replay of a replay keeps the webhook-id too.
+      const again = (await h.store.deliveryReplay({
+        id: c.id,
+        tenantId: t.id,
+        now: now + 1,
+        ids,
+      })) as DeliveryRecord;
+      expect(again).toMatchObject({ webhookId: original.webhookId, replayedFrom: c.id });
+
+      expect(await h.store.deliveryReplay({ id: id('delivery'), tenantId: t.id, now, ids })).toBe(
+        'not_found',
+      );
+      expect(await h.store.deliveryReplay({ id: original.id, tenantId: other.id, now, ids })).toBe(
+        'not_found',
+      );
+      await h.store.endpointDelete({ id: ep.id, tenantId: t.id, now: now + 2 });
+      expect(await h.store.deliveryReplay({ id: original.id, tenantId: t.id, now: now + 3, ids })).toBe(
+        'endpoint_gone',
+      );
+    });
+
+    test('deliveryReplay to a disabled endpoint waits until it is enabled', async () => {
+      const t = await newTenant();
+      const ep = await newEndpoint(t.id);
+      await publish(t.id, 1);
+      const [l] = await lease(NOW + SECOND);
+      await complete([l!], NOW + 2 * SECOND, {
+        failure: 'permanent',
+        next: { status: 'dead', reason: 'permanent_failure' },
+      });
+      await h.store.endpointSetStatus({
+        id: ep.id,
+        tenantId: t.id,
+        status: 'disabled',
+        reason: 'x',
+        now: NOW + 3,
+      });
+      const copy = await h.store.deliveryReplay({ id: l!.delivery.id, tenantId: t.id, now: NOW + HOUR, ids });
+      expect(copy).toMatchObject({ status: 'pending', replayedFrom: l!.delivery.id });
+      expect(await lease(NOW + HOUR + 1)).toEqual([]);
+      await h.store.endpointSetStatus({
+        id: ep.id,
+        tenantId: t.id,
+        status: 'enabled',
+        reason: null,
+        now: NOW + HOUR + 2,
+      });
+      expect((await lease(NOW + HOUR + 3)).map((x) => x.delivery.id)).toEqual([(copy as DeliveryRecord).id]);
+    });
+  });
+
+  describe('statistics', () => {
+    test('attemptStats and backlogStats count per endpoint and window', async () => {
+      const t = await newTenant();
+      const ep = await newEndpoint(t.id);
+      const other = await newEndpoint(t.id);
+      await publish(t.id, 5);
+      const leased = await lease(NOW + SECOND);
+      const [d1, d2, d3, d4, d5] = leased.filter((l) => l.endpoint.id === ep.id);
+      const at = NOW + 2 * SECOND;
+      await complete([d1!], at, { attempt: { platformMs: 3, consumerMs: 117 } });
+      await complete([d2!], at, { failure: 'retryable', attempt: { platformMs: 5, consumerMs: null } });
+      await complete([d3!], at, {
+        failure: 'retryable',
+        next: { status: 'dead', reason: 'max_attempts' },
+        attempt: { platformMs: 7, consumerMs: 50 },
+      });
+      await complete([d4!], at, { failure: 'circuit_open', attempt: { platformMs: 1 } });
+      await complete(
+        leased.filter((l) => l.endpoint.id === other.id),
+        at,
+      );
+
+      expect(await h.store.attemptStats({ endpointId: ep.id, since: NOW })).toEqual({
+        attempts: 3,
+        successes: 1,
+        deadLetters: 1,
+        platformMs: [3, 5, 7],
+        consumerMs: [50, 117],
+      });
+      // The streak began with d2's failure; d3's dead letter belongs to it; d5 is still in flight.
+      expect(await h.store.backlogStats({ endpointId: ep.id })).toEqual({
+        pending: 3,
+        deadLetters: 1,
+        oldestCreatedAt: NOW,
+      });
+
+      const later = NOW + 2 * HOUR;
+      await complete([d5!], later, { attempt: { platformMs: 9, consumerMs: 80 } });
+      expect(await h.store.attemptStats({ endpointId: ep.id, since: NOW })).toEqual({
+        attempts: 4,
+        successes: 2,
+        deadLetters: 1,
+        platformMs: [3, 5, 7, 9],
+        consumerMs: [50, 80, 117],
+      });
+      expect(await h.store.attemptStats({ endpointId: ep.id, since: NOW + HOUR })).toEqual({
+        attempts: 1,
+        successes: 1,
+        deadLetters: 0,
+        platformMs: [9],
+        consumerMs: [80],
+      });
+      // A success ended the streak: its dead letters are no longer counted as backlog.
+      expect(await h.store.backlogStats({ endpointId: ep.id })).toEqual({
+        pending: 2,
+        deadLetters: 0,
+        oldestCreatedAt: NOW,
+      });
+      expect(await h.store.attemptStats({ endpointId: id('endpoint'), since: NOW })).toEqual({
+        attempts: 0,
+        successes: 0,
+        deadLetters: 0,
+        platformMs: [],
+        consumerMs: [],
+      });
+      expect(await h.store.backlogStats({ endpointId: id('endpoint') })).toEqual({
+        pending: 0,
+        deadLetters: 0,
+        oldestCreatedAt: null,
+      });
+    });
+  });
+
+  describe('audit', () => {
+    test('auditAppend and auditList: per tenant or all, newest or oldest first, paged', async () => {
+      const t1 = await newTenant();
+      const t2 = await newTenant(NOW + 1);
+      const records: AuditRecord[] = [];
+      for (let i = 0; i < 7; i++) {
+        const at = NOW + i * SECOND;
+        const r: AuditRecord = {
+          id: id('audit', at),
+          tenantId: i % 3 === 2 ? t2.id : t1.id,
+          actor: i === 0 ? 'operator' : `tenant_key:key_${i}`,
+          action: 'endpoint.updated',
+          targetType: 'endpoint',
+          targetId: `ep_${i}`,
+          details: { i, nested: { list: [1, 'two', null], 'é "q"': true } },
+          createdAt: at,
+        };
+        records.push(r);
+        await h.store.auditAppend({ record: r });
+      }
+      const mine = records.filter((r) => r.tenantId === t1.id);
+      expect(mine).toHaveLength(5);
+      const collect = async (tenantId: string | null, ascending: boolean | undefined, limit: number) => {
+        const pages: string[][] = [];
+        let cursor: string | null = null;
+        const out: AuditRecord[] = [];
+        do {
+          const p = await h.store.auditList({
+            tenantId,
+            limit,
+            cursor,
+            ...(ascending === undefined ? {} : { ascending }),
+          });
+          pages.push(p.data.map((r) => r.id));
+          out.push(...p.data);
+          cursor = p.nextCursor;
+        } while (cursor !== null);
+        return { out, pages };
+      };
+      const desc = await collect(t1.id, undefined, 2);
+      expect(desc.out).toEqual([...mine].reverse());
+      expect(desc.pages.map((p) => p.length)).toEqual([2, 2, 1]);
+      const asc = await collect(t1.id, true, 2);
+      expect(asc.out).toEqual(mine);
+      expect(asc.pages.map((p) => p.length)).toEqual([2, 2, 1]);
+      expect((await collect(t1.id, false, 10)).out).toEqual([...mine].reverse());
+      expect((await collect(null, true, 3)).out).toEqual(records);
+      expect((await collect(null, false, 3)).out).toEqual([...records].reverse());
+      expect((await collect(t2.id, true, 1)).out).toEqual(records.filter((r) => r.tenantId === t2.id));
+    });
+  });
+}
