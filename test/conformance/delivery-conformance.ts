@@ -5,25 +5,17 @@
  * fixed fake times. The concurrency tests (Promise.all of several fan-out runs / leasing workers on one store) must
  * pass on single-process stores too.
  */
-import { afterEach, beforeEach, describe, it } from 'vitest';
+import { afterEach, beforeEach, describe } from 'vitest';
 import { completionConformance } from './delivery/completion.ts';
 import { endpointsSecretsConformance } from './delivery/endpoints-secrets.ts';
 import { fanoutConformance } from './delivery/fanout.ts';
 import { createDeliveryHarness } from './delivery/harness.ts';
 import { leasingConformance } from './delivery/leasing.ts';
 import { readsCancellationConformance } from './delivery/reads-cancellation.ts';
-import type { StoreConformanceOptions } from './store-conformance.ts';
+import { type StoreConformanceOptions, skipAwareTest } from './store-conformance.ts';
 
 export function runDeliveryConformance(opts: StoreConformanceOptions): void {
-  const skipped = new Map<string, string>();
-  for (const s of opts.skip ?? []) for (const t of s.tests) skipped.set(t, s.reason);
-  const seen = new Set<string>();
-  const test = (name: string, fn: () => Promise<void>) => {
-    seen.add(name);
-    const reason = skipped.get(name);
-    if (reason !== undefined) it.skip(`${name} [skipped: ${reason}]`, fn);
-    else it(name, fn);
-  };
+  const { test, checkSkips } = skipAwareTest('runDeliveryConformance', opts);
 
   describe(`Delivery store conformance: ${opts.name}`, () => {
     const h = createDeliveryHarness();
@@ -44,8 +36,5 @@ export function runDeliveryConformance(opts: StoreConformanceOptions): void {
     readsCancellationConformance({ h, test });
   });
 
-  for (const name of skipped.keys()) {
-    if (!seen.has(name))
-      throw new Error(`runDeliveryConformance: skip names unknown test ${JSON.stringify(name)}`);
-  }
+  checkSkips();
 }

@@ -1,7 +1,7 @@
-/** What the delivery and operations conformance suites share: fixed time units, id factories and a tenant. */
+/** What the conformance suites share: fixed time units, id factories, a tenant, and endpoint and secret records. */
 import { randomBytes } from 'node:crypto';
 import { newId } from '../../src/domain/ids.ts';
-import type { DeliveryIdFactory } from '../../src/ports/delivery-store.ts';
+import type { DeliveryIdFactory, EndpointRecord, SecretRecord } from '../../src/ports/delivery-store.ts';
 import type { Store, TenantRecord } from '../../src/ports/store.ts';
 import { NOW } from './store-conformance.ts';
 
@@ -37,4 +37,39 @@ export async function createTenant(store: Store, at: number): Promise<TenantReco
     },
   });
   return tenant;
+}
+
+/** An enabled endpoint subscribed to everything, created at `o.createdAt` (default NOW); `o` overrides. */
+export function endpointRecord(tenantId: string, o: Partial<EndpointRecord> = {}): EndpointRecord {
+  const at = o.createdAt ?? NOW;
+  return {
+    id: id('endpoint', at),
+    tenantId,
+    url: 'https://example.com/hooks',
+    description: null,
+    eventTypes: ['*'],
+    ordering: 'none',
+    maxConcurrency: 10,
+    headers: {},
+    status: 'enabled',
+    disabledReason: null,
+    createdAt: at,
+    updatedAt: at,
+    ...o,
+  };
+}
+
+/** An active secret of `ep`, from its creation on; `o` overrides. */
+export function secretRecord(ep: EndpointRecord, o: Partial<SecretRecord> = {}): SecretRecord {
+  const at = o.createdAt ?? ep.createdAt;
+  return {
+    id: id('secret', at),
+    endpointId: ep.id,
+    tenantId: ep.tenantId,
+    sealed: `sealed:${randomBytes(8).toString('hex')}`,
+    activeFrom: at,
+    activeUntil: null,
+    createdAt: at,
+    ...o,
+  };
 }

@@ -6,8 +6,7 @@
  * concurrent passes make each move once.
  */
 import { randomBytes } from 'node:crypto';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { newId } from '../../src/domain/ids.ts';
+import { afterEach, beforeEach, describe, expect } from 'vitest';
 import {
   dedicatedLane,
   type LaneBinding,
@@ -15,31 +14,19 @@ import {
   parseLaneBinding,
   sharedLane,
 } from '../../src/domain/lanes.ts';
-import type {
-  AttemptCompletion,
-  DeliveryIdFactory,
-  EndpointRecord,
-  LeasedDelivery,
-} from '../../src/ports/delivery-store.ts';
+import type { AttemptCompletion, EndpointRecord, LeasedDelivery } from '../../src/ports/delivery-store.ts';
 import type { Store } from '../../src/ports/store.ts';
-import { NOW, type StoreConformanceOptions } from './store-conformance.ts';
+import { id, ids } from './fixtures.ts';
+import { NOW, type StoreConformanceOptions, skipAwareTest } from './store-conformance.ts';
 
 const SECOND = 1_000;
 const MINUTE = 60 * SECOND;
 const DAY = 24 * 60 * MINUTE;
 
-const id = (kind: Parameters<typeof newId>[0], at = NOW) => newId(kind, at, randomBytes(10));
-const ids: DeliveryIdFactory = { delivery: () => id('delivery'), webhookId: () => id('message') };
 const bind = (spec: string): LaneBinding | undefined => parseLaneBinding(spec, 8) ?? undefined;
 
 export function runLaneConformance(opts: StoreConformanceOptions): void {
-  const skipped = new Map<string, string>();
-  for (const s of opts.skip ?? []) for (const t of s.tests) skipped.set(t, s.reason);
-  const test = (name: string, fn: () => Promise<void>) => {
-    const reason = skipped.get(name);
-    if (reason !== undefined) it.skip(`${name} [skipped: ${reason}]`, fn);
-    else it(name, fn);
-  };
+  const { test, checkSkips } = skipAwareTest('runLaneConformance', opts);
 
   describe(`Lane conformance: ${opts.name}`, () => {
     let store: Store;
@@ -399,4 +386,6 @@ export function runLaneConformance(opts: StoreConformanceOptions): void {
       expect((await store.laneStats()).dedicatedEndpoints).toBe(1);
     });
   });
+
+  checkSkips();
 }

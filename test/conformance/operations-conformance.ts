@@ -6,24 +6,16 @@
  * delivery-conformance.ts: no SQL, a fresh migrated store per test, every timestamp a fixed fake time. The
  * concurrency tests (Promise.all on one store) must pass on single-process stores too.
  */
-import { afterEach, beforeEach, describe, it } from 'vitest';
+import { afterEach, beforeEach, describe } from 'vitest';
 import { autoDisableConformance } from './operations/auto-disable.ts';
 import { createOperationsHarness } from './operations/harness.ts';
 import { notificationsConformance } from './operations/notifications.ts';
 import { replayStatisticsAuditConformance } from './operations/replay-statistics-audit.ts';
 import { runtimeConformance } from './operations/runtime.ts';
-import type { StoreConformanceOptions } from './store-conformance.ts';
+import { type StoreConformanceOptions, skipAwareTest } from './store-conformance.ts';
 
 export function runOperationsConformance(opts: StoreConformanceOptions): void {
-  const skipped = new Map<string, string>();
-  for (const s of opts.skip ?? []) for (const t of s.tests) skipped.set(t, s.reason);
-  const seen = new Set<string>();
-  const test = (name: string, fn: () => Promise<void>) => {
-    seen.add(name);
-    const reason = skipped.get(name);
-    if (reason !== undefined) it.skip(`${name} [skipped: ${reason}]`, fn);
-    else it(name, fn);
-  };
+  const { test, checkSkips } = skipAwareTest('runOperationsConformance', opts);
 
   describe(`Operations store conformance: ${opts.name}`, () => {
     const h = createOperationsHarness();
@@ -43,8 +35,5 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
     replayStatisticsAuditConformance({ h, test });
   });
 
-  for (const name of skipped.keys()) {
-    if (!seen.has(name))
-      throw new Error(`runOperationsConformance: skip names unknown test ${JSON.stringify(name)}`);
-  }
+  checkSkips();
 }

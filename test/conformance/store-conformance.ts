@@ -19,6 +19,30 @@ export interface StoreConformanceOptions {
   skip?: Array<{ reason: string; tests: string[] }>;
 }
 
+/**
+ * A suite's `it` that honours `opts.skip`, and the check to call once the suite is declared: a skip that names no
+ * test of the suite is an error (a renamed test must not stay skipped silently).
+ */
+export function skipAwareTest(suite: string, opts: StoreConformanceOptions) {
+  const skipped = new Map<string, string>();
+  for (const s of opts.skip ?? []) for (const t of s.tests) skipped.set(t, s.reason);
+  const seen = new Set<string>();
+  const test = (name: string, fn: () => Promise<void>) => {
+    seen.add(name);
+    const reason = skipped.get(name);
+    if (reason !== undefined) it.skip(`${name} [skipped: ${reason}]`, fn);
+    else it(name, fn);
+  };
+  const checkSkips = () => {
+    for (const name of skipped.keys()) {
+      if (!seen.has(name)) throw new Error(`${suite}: skip names unknown test ${JSON.stringify(name)}`);
+    }
+  };
+  return { test, checkSkips };
+}
+
+export type ConformanceTest = ReturnType<typeof skipAwareTest>['test'];
+
 /** 2025-01-01T00:00:00Z: a fixed clock makes ids, windows and timestamps reproducible. */
 export const NOW = Date.UTC(2025, 0, 1);
 const HOUR = 3_600_000;
@@ -71,15 +95,7 @@ function eventRecord(
 }
 
 export function runStoreConformance(opts: StoreConformanceOptions): void {
-  const skipped = new Map<string, string>();
-  for (const s of opts.skip ?? []) for (const t of s.tests) skipped.set(t, s.reason);
-  const seen = new Set<string>();
-  const test = (name: string, fn: () => Promise<void>) => {
-    seen.add(name);
-    const reason = skipped.get(name);
-    if (reason !== undefined) it.skip(`${name} [skipped: ${reason}]`, fn);
-    else it(name, fn);
-  };
+  const { test, checkSkips } = skipAwareTest('runStoreConformance', opts);
 
   describe(`Store conformance: ${opts.name}`, () => {
     let store: Store;
@@ -443,8 +459,5 @@ export function runStoreConformance(opts: StoreConformanceOptions): void {
     });
   });
 
-  for (const name of skipped.keys()) {
-    if (!seen.has(name))
-      throw new Error(`runStoreConformance: skip names unknown test ${JSON.stringify(name)}`);
-  }
+  checkSkips();
 }

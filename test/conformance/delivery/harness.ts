@@ -9,48 +9,25 @@ import type {
   DeliveryRecord,
   EndpointRecord,
   LeasedDelivery,
-  SecretRecord,
 } from '../../../src/ports/delivery-store.ts';
 import type { NewEvent, Store, TenantRecord } from '../../../src/ports/store.ts';
-import { createTenant, DAY, HOUR, id, ids, LEASE_MS, MINUTE, SECOND } from '../fixtures.ts';
-import { NOW } from '../store-conformance.ts';
+import {
+  createTenant,
+  DAY,
+  endpointRecord,
+  HOUR,
+  id,
+  ids,
+  LEASE_MS,
+  MINUTE,
+  SECOND,
+  secretRecord,
+} from '../fixtures.ts';
+import { type ConformanceTest, NOW } from '../store-conformance.ts';
 
-export { DAY, HOUR, id, ids, LEASE_MS, MINUTE, SECOND };
+export { DAY, endpointRecord, HOUR, id, ids, LEASE_MS, MINUTE, SECOND, secretRecord };
 
 export const WINDOW = DAY;
-
-export function endpointRecord(tenantId: string, o: Partial<EndpointRecord> = {}): EndpointRecord {
-  const at = o.createdAt ?? NOW;
-  return {
-    id: id('endpoint', at),
-    tenantId,
-    url: 'https://example.com/hooks',
-    description: null,
-    eventTypes: ['*'],
-    ordering: 'none',
-    maxConcurrency: 10,
-    headers: {},
-    status: 'enabled',
-    disabledReason: null,
-    createdAt: at,
-    updatedAt: at,
-    ...o,
-  };
-}
-
-export function secretRecord(ep: EndpointRecord, o: Partial<SecretRecord> = {}): SecretRecord {
-  const at = o.createdAt ?? ep.createdAt;
-  return {
-    id: id('secret', at),
-    endpointId: ep.id,
-    tenantId: ep.tenantId,
-    sealed: `sealed:${randomBytes(8).toString('hex')}`,
-    activeFrom: at,
-    activeUntil: null,
-    createdAt: at,
-    ...o,
-  };
-}
 
 export function eventRecord(
   tenantId: string,
@@ -156,5 +133,5 @@ export type DeliveryHarness = ReturnType<typeof createDeliveryHarness>;
 /** What each section of the suite is given: the harness, and the suite's `test` (which honours `skip`). */
 export interface DeliverySection {
   h: DeliveryHarness;
-  test: (name: string, fn: () => Promise<void>) => void;
+  test: ConformanceTest;
 }

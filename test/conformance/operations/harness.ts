@@ -13,8 +13,19 @@ import type {
   SkippedDelivery,
 } from '../../../src/ports/delivery-store.ts';
 import type { NewEvent, Store, TenantRecord } from '../../../src/ports/store.ts';
-import { createTenant, DAY, HOUR, id, ids, LEASE_MS, MINUTE, SECOND } from '../fixtures.ts';
-import { NOW } from '../store-conformance.ts';
+import {
+  createTenant,
+  DAY,
+  endpointRecord,
+  HOUR,
+  id,
+  ids,
+  LEASE_MS,
+  MINUTE,
+  SECOND,
+  secretRecord,
+} from '../fixtures.ts';
+import { type ConformanceTest, NOW } from '../store-conformance.ts';
 
 export { DAY, HOUR, id, ids, LEASE_MS, MINUTE, SECOND };
 
@@ -68,34 +79,9 @@ export function createOperationsHarness() {
   }
 
   async function newEndpoint(tenantId: string, o: Partial<EndpointRecord> = {}): Promise<EndpointRecord> {
-    const at = o.createdAt ?? NOW;
-    const ep: EndpointRecord = {
-      id: id('endpoint', at),
-      tenantId,
-      url: `https://example.com/hooks/${randomBytes(3).toString('hex')}`,
-      description: null,
-      eventTypes: ['*'],
-      ordering: 'none',
-      maxConcurrency: 10,
-      headers: {},
-      status: 'enabled',
-      disabledReason: null,
-      createdAt: at,
-      updatedAt: at,
-      ...o,
-    };
-    await h.store.endpointCreate({
-      endpoint: ep,
-      secret: {
-        id: id('secret', at),
-        endpointId: ep.id,
-        tenantId,
-        sealed: 'sealed:x',
-        activeFrom: at,
-        activeUntil: null,
-        createdAt: at,
-      },
-    });
+    const url = `https://example.com/hooks/${randomBytes(3).toString('hex')}`;
+    const ep = endpointRecord(tenantId, { url, ...o });
+    await h.store.endpointCreate({ endpoint: ep, secret: secretRecord(ep, { sealed: 'sealed:x' }) });
     return ep;
   }
 
@@ -195,5 +181,5 @@ export type OperationsHarness = ReturnType<typeof createOperationsHarness>;
 /** What each section of the suite is given: the harness, and the suite's `test` (which honours `skip`). */
 export interface OperationsSection {
   h: OperationsHarness;
-  test: (name: string, fn: () => Promise<void>) => void;
+  test: ConformanceTest;
 }
