@@ -195,12 +195,13 @@ export function onOutcome(
   }
 }
 
+const time = (x: unknown): boolean => typeof x === 'number' && Number.isFinite(x);
+const timeOrNull = (x: unknown): boolean => x === null || time(x);
+
 /** Shape and invariant check for a state read back from storage. */
 export function isCircuitState(value: unknown): value is CircuitState {
   if (typeof value !== 'object' || value === null) return false;
   const v = value as Record<string, unknown>;
-  const time = (x: unknown) => typeof x === 'number' && Number.isFinite(x);
-  const timeOrNull = (x: unknown) => x === null || time(x);
   if (!Number.isSafeInteger(v.consecutiveFailures) || (v.consecutiveFailures as number) < 0) return false;
   if (![v.openedAt, v.lastProbeAt, v.probeInFlightUntil, v.closedAt].every(timeOrNull)) return false;
   switch (v.state) {

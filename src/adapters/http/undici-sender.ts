@@ -103,8 +103,23 @@ type HopOutcome =
  */
 interface Deadline {
   reason: Error | null;
-  onExpire: (() => void) | null;
+  /** The hop in flight, cancelled when the deadline passes. */
+  hop: CaptureHandler | null;
 }
+
+/**
+ * The timer's callback, and the other callbacks of an attempt below, are module functions and methods rather than
+ * closures made per attempt: TypeScript runs through tsx, whose `keepNames` wraps every named closure in a
+ * `defineProperty` call, and those were ~2 % of the delivery thread in bulk (bench:delivery, SQLite).
+ */
+function expire(deadline: Deadline, timeoutMs: number): void {
+  deadline.reason = new AttemptTimeoutError(timeoutMs);
+  deadline.hop?.cancel(deadline.reason);
+}
+
+/** A redirect's body is of no use; the hop stops at its head instead of letting it stall the attempt. */
+const stopsAtHead = (status: number, locations: string[]): boolean =>
+  FOLLOWED_REDIRECTS.has(status) && locations.length > 0;
 
 /** Distinct first-hop URLs whose shape check is memoised (the endpoints'); the memo starts over past this. */
 const SHAPES_MAX = 10_000;
@@ -140,19 +155,12 @@ export class UndiciSender implements HttpSender {
     const startedAt = this.#now();
     const hops: HopRecord[] = [];
     const timings: SendTimings = { startedAt, wireAt: null, responseAt: null, finishedAt: startedAt };
-    const fail = (errorClass: ErrorClass, message: string): SendResult => {
-      timings.finishedAt = this.#now();
-      return { kind: 'error', errorClass, message, hops, timings };
-    };
 
     const first = this.#shapeOf(req.url);
-    if (!first.ok) return fail('destination_blocked', first.message);
+    if (!first.ok) return this.#failed(timings, hops, 'destination_blocked', first.message);
 
-    const deadline: Deadline = { reason: null, onExpire: null };
-    const timer = setTimeout(() => {
-      deadline.reason = new AttemptTimeoutError(this.#attemptTimeoutMs);
-      deadline.onExpire?.();
-    }, this.#attemptTimeoutMs);
+    const deadline: Deadline = { reason: null, hop: null };
+    const timer = setTimeout(expire, this.#attemptTimeoutMs, deadline, this.#attemptTimeoutMs);
     try {
       let url = new URL(first.url);
       const origin = url.origin;
@@ -168,9 +176,9 @@ export class UndiciSender implements HttpSender {
           const { errorClass, message } = classifyTransportError(out.error);
           // A hop after a redirect that the guard refuses is the endpoint's redirect, not its URL (outcome.ts).
           if (errorClass === 'destination_blocked' && redirects > 0) {
-            return fail('redirect_rejected', `redirect rejected: ${message}`);
+            return this.#failed(timings, hops, 'redirect_rejected', `redirect rejected: ${message}`);
           }
-          return fail(errorClass, message);
+          return this.#failed(timings, hops, errorClass, message);
         }
         hop.status = out.status;
         timings.responseAt = out.responseAt;
@@ -182,15 +190,23 @@ export class UndiciSender implements HttpSender {
         }
         timings.responseAt = null;
         if (redirects === MAX_REDIRECTS) {
-          return fail('redirect_rejected', `redirect rejected: more than ${MAX_REDIRECTS} redirects`);
+          const message = `redirect rejected: more than ${MAX_REDIRECTS} redirects`;
+          return this.#failed(timings, hops, 'redirect_rejected', message);
         }
         const next = this.#redirectTarget(url, out.locations);
-        if (!next.ok) return fail('redirect_rejected', `redirect rejected: ${next.message}`);
+        if (!next.ok) {
+          return this.#failed(timings, hops, 'redirect_rejected', `redirect rejected: ${next.message}`);
+        }
         url = next.url;
       }
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  #failed(timings: SendTimings, hops: HopRecord[], errorClass: ErrorClass, message: string): SendResult {
+    timings.finishedAt = this.#now();
+    return { kind: 'error', errorClass, message, hops, timings };
   }
 
   async close(): Promise<void> {
@@ -257,32 +273,18 @@ export class UndiciSender implements HttpSender {
     deadline: Deadline,
   ): Promise<HopOutcome> {
     return new Promise<HopOutcome>((resolve) => {
-      const handler = new CaptureHandler({
-        now: this.#now,
-        // A redirect's body is of no use; stop at its head instead of letting it stall the attempt.
-        stopAtHead: (status, locations) => FOLLOWED_REDIRECTS.has(status) && locations.length > 0,
-        done: (outcome) => {
-          deadline.onExpire = null;
-          resolve(outcome);
-        },
-      });
+      const handler = new CaptureHandler(this.#now, deadline, resolve);
       if (deadline.reason) {
         handler.cancel(deadline.reason);
         return;
       }
-      deadline.onExpire = () => handler.cancel(deadline.reason);
+      deadline.hop = handler;
       this.#agent.dispatch(
         { origin: url.origin, path: `${url.pathname}${url.search}`, method: 'POST', headers, body },
         handler,
       );
     });
   }
-}
-
-interface CaptureCallbacks {
-  now: () => number;
-  stopAtHead: (status: number, locations: string[]) => boolean;
-  done: (outcome: HopOutcome) => void;
 }
 
 /** Marks an abort that we started because we had read enough; it is not an error. */
@@ -300,7 +302,12 @@ class CaptureHandler implements Dispatcher.DispatchHandler {
   #chunks: Buffer[] = [];
   #received = 0;
 
-  constructor(private readonly cb: CaptureCallbacks) {}
+  /** Settling clears the deadline's hop and resolves the hop's promise with the outcome. */
+  constructor(
+    private readonly now: () => number,
+    private readonly deadline: Deadline,
+    private readonly resolve: (outcome: HopOutcome) => void,
+  ) {}
 
   cancel(reason: unknown): void {
     this.#fail(reason);
@@ -317,7 +324,7 @@ class CaptureHandler implements Dispatcher.DispatchHandler {
     // undici writes a Buffer body synchronously right after this hook, so a microtask later it is in the socket
     // (handed to the kernel; "on the wire" as far as a user-space client can tell).
     queueMicrotask(() => {
-      if (!controller.aborted && !this.#settled) this.#wireAt = this.cb.now();
+      if (!controller.aborted && !this.#settled) this.#wireAt = this.now();
     });
   }
 
@@ -334,8 +341,8 @@ class CaptureHandler implements Dispatcher.DispatchHandler {
     }
     const loc = headers.location;
     const locations = loc === undefined ? [] : Array.isArray(loc) ? loc : [loc];
-    this.#head = { status: statusCode, headers: flat, locations, at: this.cb.now() };
-    if (this.cb.stopAtHead(statusCode, locations)) this.#stop(controller);
+    this.#head = { status: statusCode, headers: flat, locations, at: this.now() };
+    if (stopsAtHead(statusCode, locations)) this.#stop(controller);
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -368,16 +375,14 @@ class CaptureHandler implements Dispatcher.DispatchHandler {
       return;
     }
     if (this.#settled) return;
-    this.#settled = true;
-    this.cb.done({ kind: 'error', error, wireAt: this.#wireAt });
+    this.#settle({ kind: 'error', error, wireAt: this.#wireAt });
   }
 
   #finish(): void {
     if (this.#settled || !this.#head) return;
-    this.#settled = true;
     const { status, headers, locations, at } = this.#head;
     const body = Buffer.concat(this.#chunks, this.#received);
-    this.cb.done({
+    this.#settle({
       kind: 'response',
       status,
       headers,
@@ -386,5 +391,11 @@ class CaptureHandler implements Dispatcher.DispatchHandler {
       wireAt: this.#wireAt,
       responseAt: at,
     });
+  }
+
+  #settle(outcome: HopOutcome): void {
+    this.#settled = true;
+    if (this.deadline.hop === this) this.deadline.hop = null;
+    this.resolve(outcome);
   }
 }
