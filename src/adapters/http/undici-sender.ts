@@ -121,11 +121,33 @@ function expire(deadline: Deadline, timeoutMs: number): void {
 const stopsAtHead = (status: number, locations: string[]): boolean =>
   FOLLOWED_REDIRECTS.has(status) && locations.length > 0;
 
-/** Distinct first-hop URLs whose shape check is memoised (the endpoints'); the memo starts over past this. */
-const SHAPES_MAX = 10_000;
+/** Distinct first-hop URLs whose check is memoised (the endpoints'); the memo starts over past this. */
+const FIRST_HOPS_MAX = 10_000;
+
+/**
+ * What a hop needs of its URL, read once: every read of a URL getter builds a new string, and a first hop's
+ * target is memoised per endpoint URL and shared by all its attempts (so nothing may change it).
+ */
+interface HopTarget {
+  readonly url: URL;
+  readonly href: string;
+  readonly origin: string;
+  readonly host: string;
+  readonly path: string;
+}
+
+const hopTarget = (url: URL): HopTarget => ({
+  url,
+  href: url.href,
+  origin: url.origin,
+  host: url.host,
+  path: `${url.pathname}${url.search}`,
+});
+
+type FirstHop = { ok: true; target: HopTarget } | { ok: false; message: string };
 
 export class UndiciSender implements HttpSender {
-  readonly #shapes = new Map<string, UrlShape>();
+  readonly #firstHops = new Map<string, FirstHop>();
   readonly #agent: Dispatcher;
   readonly #httpsOnly: boolean;
   readonly #userAgent: string | undefined;
@@ -156,21 +178,22 @@ export class UndiciSender implements HttpSender {
     const hops: HopRecord[] = [];
     const timings: SendTimings = { startedAt, wireAt: null, responseAt: null, finishedAt: startedAt };
 
-    const first = this.#shapeOf(req.url);
+    const first = this.#firstHop(req.url);
     if (!first.ok) return this.#failed(timings, hops, 'destination_blocked', first.message);
 
     const deadline: Deadline = { reason: null, hop: null };
     const timer = setTimeout(expire, this.#attemptTimeoutMs, deadline, this.#attemptTimeoutMs);
     try {
-      let url = new URL(first.url);
-      const origin = url.origin;
+      let target = first.target;
+      const origin = target.origin;
       let sameOrigin = true;
       for (let redirects = 0; ; redirects++) {
-        sameOrigin &&= url.origin === origin;
-        const headers = this.#headers(req.headersFor({ url: url.href, sameOrigin }), url, req.body);
-        const hop: HopRecord = { url: url.href, requestHeaders: headers, status: null };
+        sameOrigin &&= target.origin === origin;
+        const given = req.headersFor({ url: target.href, sameOrigin });
+        const headers = this.#headers(given, target.host, req.body);
+        const hop: HopRecord = { url: target.href, requestHeaders: headers, status: null };
         hops.push(hop);
-        const out = await this.#exchange(url, headers, req.body, deadline);
+        const out = await this.#exchange(target, headers, req.body, deadline);
         timings.wireAt = out.wireAt;
         if (out.kind === 'error') {
           const { errorClass, message } = classifyTransportError(out.error);
@@ -193,11 +216,11 @@ export class UndiciSender implements HttpSender {
           const message = `redirect rejected: more than ${MAX_REDIRECTS} redirects`;
           return this.#failed(timings, hops, 'redirect_rejected', message);
         }
-        const next = this.#redirectTarget(url, out.locations);
+        const next = this.#redirectTarget(target.url, out.locations);
         if (!next.ok) {
           return this.#failed(timings, hops, 'redirect_rejected', `redirect rejected: ${next.message}`);
         }
-        url = next.url;
+        target = hopTarget(next.url);
       }
     } finally {
       clearTimeout(timer);
@@ -213,20 +236,21 @@ export class UndiciSender implements HttpSender {
     await this.#agent.close();
   }
 
-  /** checkUrlShape of a first hop, memoised: every attempt to an endpoint checks the same URL. */
-  #shapeOf(raw: string): UrlShape {
-    let shape = this.#shapes.get(raw);
-    if (!shape) {
-      if (this.#shapes.size >= SHAPES_MAX) this.#shapes.clear();
-      shape = checkUrlShape(raw, { httpsOnly: this.#httpsOnly });
-      this.#shapes.set(raw, shape);
+  /** checkUrlShape of a first hop and its target, memoised: every attempt to an endpoint has the same URL. */
+  #firstHop(raw: string): FirstHop {
+    let hop = this.#firstHops.get(raw);
+    if (!hop) {
+      if (this.#firstHops.size >= FIRST_HOPS_MAX) this.#firstHops.clear();
+      const shape: UrlShape = checkUrlShape(raw, { httpsOnly: this.#httpsOnly });
+      hop = shape.ok ? { ok: true, target: hopTarget(new URL(shape.url)) } : shape;
+      this.#firstHops.set(raw, hop);
     }
-    return shape;
+    return hop;
   }
 
   /** The caller's headers for this hop, with the transport's own: lower-cased, so the record is what went out. */
-  #headers(given: Record<string, string>, url: URL, body: Buffer): Record<string, string> {
-    const out: Record<string, string> = { host: url.host };
+  #headers(given: Record<string, string>, host: string, body: Buffer): Record<string, string> {
+    const out: Record<string, string> = { host };
     // for…in rather than Object.entries: no pair arrays per header on every attempt.
     for (const name in given) {
       const key = name.toLowerCase();
@@ -267,7 +291,7 @@ export class UndiciSender implements HttpSender {
 
   /** One request/response on the guarded agent, bounded by the attempt deadline and the read cap. */
   #exchange(
-    url: URL,
+    target: HopTarget,
     headers: Record<string, string>,
     body: Buffer,
     deadline: Deadline,
@@ -280,7 +304,7 @@ export class UndiciSender implements HttpSender {
       }
       deadline.hop = handler;
       this.#agent.dispatch(
-        { origin: url.origin, path: `${url.pathname}${url.search}`, method: 'POST', headers, body },
+        { origin: target.origin, path: target.path, method: 'POST', headers, body },
         handler,
       );
     });

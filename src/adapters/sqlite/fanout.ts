@@ -10,6 +10,17 @@ import type { Row, St } from './rows.ts';
 export const UNFANNED_COUNT_SQL =
   'SELECT count(*) AS n FROM events WHERE seq > (SELECT seq FROM fanout_cursor)';
 
+// The due time, and the volume windows of domain/lanes.ts recordVolume (the promotion rate signal). Made once:
+// the text keys the statement cache, and each fan-out pass runs it.
+const RECORD_DUE_AND_VOLUME = `UPDATE endpoint_queue SET next_due_at = min(coalesce(next_due_at, @now), @now),
+       volume_previous = CASE WHEN @now - volume_window_start < ${VOLUME_WINDOW_MS} THEN volume_previous
+         WHEN @now - volume_window_start < ${2 * VOLUME_WINDOW_MS} THEN volume_count ELSE 0 END,
+       volume_count = CASE WHEN @now - volume_window_start < ${VOLUME_WINDOW_MS} THEN volume_count + @n
+         ELSE @n END,
+       volume_window_start = CASE WHEN @now - volume_window_start < ${VOLUME_WINDOW_MS} THEN volume_window_start
+         ELSE @now - ((@now - volume_window_start) % ${VOLUME_WINDOW_MS}) END
+     WHERE endpoint_id = @id`;
+
 /** Runs inside a transaction (the caller's: turn-commit.ts). */
 export function createFanout(st: St) {
   const insertDelivery = (...args: unknown[]) =>
@@ -79,17 +90,7 @@ export function createFanout(st: St) {
         if (ep.enabled) touched.set(ep.id, (touched.get(ep.id) ?? 0) + 1);
       }
     }
-    // The due time, and the volume windows of domain/lanes.ts recordVolume (the promotion rate signal).
-    const due = st(
-      `UPDATE endpoint_queue SET next_due_at = min(coalesce(next_due_at, @now), @now),
-           volume_previous = CASE WHEN @now - volume_window_start < ${VOLUME_WINDOW_MS} THEN volume_previous
-             WHEN @now - volume_window_start < ${2 * VOLUME_WINDOW_MS} THEN volume_count ELSE 0 END,
-           volume_count = CASE WHEN @now - volume_window_start < ${VOLUME_WINDOW_MS} THEN volume_count + @n
-             ELSE @n END,
-           volume_window_start = CASE WHEN @now - volume_window_start < ${VOLUME_WINDOW_MS} THEN volume_window_start
-             ELSE @now - ((@now - volume_window_start) % ${VOLUME_WINDOW_MS}) END
-         WHERE endpoint_id = @id`,
-    );
+    const due = st(RECORD_DUE_AND_VOLUME);
     for (const [id, n] of touched) due.run({ now, id, n });
     // One fan-out loop, in sequence order: everything up to the last event taken is done.
     st('UPDATE fanout_cursor SET seq = ?').run(pending[taken - 1]?.event_seq);

@@ -72,32 +72,39 @@ export const dueDelivery = (r: DueRow): DeliveryRecord => ({
  * its event's data and creation time.
  */
 export function dueRows(st: St, c: Row, now: number, room: number, withEvent: boolean): DueRow[] {
-  // By the event's rowid (`seq`; replays copy it with the event id): one B-tree lookup instead of two through the id.
-  const [cols, join] = withEvent
-    ? [', ev.data, ev.created_at', 'JOIN events ev ON ev.seq = d.event_seq']
-    : ['', ''];
   if (c.ordering === 'endpoint') {
     if ((c.inflight as number) > 0) return [];
-    const head = st(
-      `SELECT ${DUE_COLUMNS}${cols} FROM deliveries d ${join}
-       WHERE d.endpoint_id = ? AND d.status = 'pending' ORDER BY d.event_seq LIMIT 1`,
-    )
+    const head = st(withEvent ? HEAD_WITH_EVENT : HEAD)
       .raw()
       .all(c.endpoint_id) as DueRow[];
     return head.filter((r) => r[LEASE_OWNER] === null && (r[NEXT_ATTEMPT_AT] as number) <= now);
   }
-  return st(
-    `SELECT ${DUE_COLUMNS}${cols} FROM deliveries d ${join}
-     WHERE d.endpoint_id = ? AND d.status = 'pending' AND d.lease_owner IS NULL AND d.next_attempt_at <= ?
-       AND (? = 0 OR d.resource_id IS NULL OR NOT EXISTS (
-         SELECT 1 FROM deliveries x WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
-           AND x.status = 'pending' AND x.resource_id IS NOT NULL
-           AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL)))
-     ORDER BY d.next_attempt_at LIMIT ? + 0`,
-  )
+  return st(withEvent ? DUE_WITH_EVENT : DUE)
     .raw()
     .all(c.endpoint_id, now, c.ordering === 'resource' ? 1 : 0, room) as DueRow[];
 }
+
+// The due-row reads' texts, made once (each lease reads per endpoint, and the statement cache is keyed by the text).
+// By the event's rowid (`seq`; replays copy it with the event id): one B-tree lookup instead of two through the id.
+const EVENT_COLUMNS = [', ev.data, ev.created_at', 'JOIN events ev ON ev.seq = d.event_seq'] as const;
+const headSql = ([cols, join]: readonly [string, string]) =>
+  `SELECT ${DUE_COLUMNS}${cols} FROM deliveries d ${join}
+   WHERE d.endpoint_id = ? AND d.status = 'pending' ORDER BY d.event_seq LIMIT 1`;
+const dueSql = ([cols, join]: readonly [string, string]) =>
+  `SELECT ${DUE_COLUMNS}${cols} FROM deliveries d ${join}
+   WHERE d.endpoint_id = ? AND d.status = 'pending' AND d.lease_owner IS NULL AND d.next_attempt_at <= ?
+     AND (? = 0 OR d.resource_id IS NULL OR NOT EXISTS (
+       SELECT 1 FROM deliveries x WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
+         AND x.status = 'pending' AND x.resource_id IS NOT NULL
+         AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL)))
+   ORDER BY d.next_attempt_at LIMIT ? + 0`;
+const HEAD = headSql(['', '']);
+const HEAD_WITH_EVENT = headSql(EVENT_COLUMNS);
+const DUE = dueSql(['', '']);
+const DUE_WITH_EVENT = dueSql(EVENT_COLUMNS);
+
+const SERVED = `UPDATE endpoint_queue SET inflight = inflight + @n, last_served_at = @now, next_due_at = ${EARLIEST_DUE}
+  WHERE endpoint_id = @id`;
 
 /** Runs inside a transaction (the caller's: turn-commit.ts). */
 export function createLease(st: St) {
@@ -186,10 +193,7 @@ export function createLease(st: St) {
       if (claimed) saveRuntime(st, endpointId, runtime);
       // One write of the queue row: its in-flight count, its turn in the rotation and its due time, recomputed
       // after the marks above took the leased deliveries out of the unleased set.
-      st(
-        `UPDATE endpoint_queue SET inflight = inflight + @n, last_served_at = @now, next_due_at = ${EARLIEST_DUE}
-          WHERE endpoint_id = @id`,
-      ).run({ n: rows.length, now, id: endpointId });
+      st(SERVED).run({ n: rows.length, now, id: endpointId });
     }
     return out;
   };

@@ -14,11 +14,10 @@ export const EARLIEST_DUE = `(
    WHERE d.endpoint_id = @id AND d.status = 'pending' AND d.lease_owner IS NULL
      AND e.status = 'enabled' AND e.deleted_at IS NULL)`;
 
+// Named parameters: the subquery and the WHERE share `@id` (better-sqlite3 binds `?1` by name, not position).
+const REFRESH_DUE = `UPDATE endpoint_queue SET next_due_at = ${EARLIEST_DUE} WHERE endpoint_id = @id`;
+
 export function createRefreshDue(st: St) {
-  // Named parameters: the subquery and the WHERE share `@id` (better-sqlite3 binds `?1` by name, not position).
-  const refreshDue = (endpointId: string) =>
-    st(`UPDATE endpoint_queue SET next_due_at = ${EARLIEST_DUE} WHERE endpoint_id = @id`).run({
-      id: endpointId,
-    });
+  const refreshDue = (endpointId: string) => st(REFRESH_DUE).run({ id: endpointId });
   return refreshDue;
 }
