@@ -26,9 +26,12 @@ export class Signal {
   constructor(private readonly onPoke: (() => void) | null = null) {}
 
   poke(): void {
-    for (const w of this.waiters.splice(0)) {
-      clearTimeout(w.timer);
-      w.resolve();
+    // Most pokes find nobody waiting (one per completed attempt): no empty array for those.
+    if (this.waiters.length > 0) {
+      for (const w of this.waiters.splice(0)) {
+        clearTimeout(w.timer);
+        w.resolve();
+      }
     }
     this.onPoke?.();
   }

@@ -94,3 +94,37 @@ describe('prom-metrics lane gauges', () => {
     expect(calls).toBe(4); // two gauges, two scrapes: as before
   });
 });
+
+describe('prom-metrics attempts', () => {
+  it('count attempts by outcome and split each one into queue, platform and consumer time', async () => {
+    const m = setup();
+    const sent = { outcome: 'delivered', errorClass: null, deadLettered: false } as const;
+    m.metrics.attemptRecorded({ ...sent, queueMs: 3, platformMs: 7, consumerMs: 40 });
+    m.metrics.attemptRecorded({ ...sent, queueMs: 20, platformMs: 2, consumerMs: null });
+    // Never sent: only its queue wait is time anyone spent.
+    m.metrics.attemptRecorded({
+      outcome: 'retryable',
+      errorClass: 'circuit_open',
+      deadLettered: true,
+      queueMs: 600,
+      platformMs: 0,
+      consumerMs: null,
+    });
+    const body = await m.body();
+    expect(body).toMatch(/^hookrail_attempts_total\{outcome="delivered",error_class="none"\} 2$/m);
+    expect(body).toMatch(/^hookrail_attempts_total\{outcome="retryable",error_class="circuit_open"\} 1$/m);
+    expect(body).toMatch(/^hookrail_dead_letters_total 1$/m);
+    const series = (part: string, what: string) =>
+      Number(body.match(new RegExp(`^hookrail_attempt_duration_ms_${what}\\{${part}\\} (\\S+)$`, 'm'))?.[1]);
+    expect(series('part="queue"', 'count')).toBe(3);
+    expect(series('part="queue"', 'sum')).toBe(623);
+    expect(series('le="5",part="queue"', 'bucket')).toBe(1);
+    expect(series('le="25",part="queue"', 'bucket')).toBe(2);
+    expect(series('le="1000",part="queue"', 'bucket')).toBe(3);
+    expect(series('part="platform"', 'count')).toBe(2);
+    expect(series('part="platform"', 'sum')).toBe(9);
+    expect(series('part="consumer"', 'count')).toBe(1);
+    expect(series('le="25",part="consumer"', 'bucket')).toBe(0);
+    expect(series('le="50",part="consumer"', 'bucket')).toBe(1);
+  });
+});

@@ -54,6 +54,10 @@ export function createPromMetrics(opts: {
     buckets: MS_BUCKETS,
     registers: [registry],
   });
+  // Bound once: observing through a label object builds a closure and the label set per call, three per attempt.
+  const queueSplit = split.labels('queue');
+  const platformSplit = split.labels('platform');
+  const consumerSplit = split.labels('consumer');
   new Gauge({
     name: 'hookrail_backlog_deliveries',
     help: 'Pending deliveries across all endpoints (shared queue).',
@@ -131,10 +135,10 @@ export function createPromMetrics(opts: {
     attemptRecorded(a) {
       attempts.inc({ outcome: a.outcome, error_class: a.errorClass ?? 'none' });
       if (a.deadLettered) deadLetters.inc();
-      split.observe({ part: 'queue' }, a.queueMs);
+      queueSplit.observe(a.queueMs);
       if (a.errorClass !== 'circuit_open') {
-        split.observe({ part: 'platform' }, a.platformMs);
-        if (a.consumerMs !== null) split.observe({ part: 'consumer' }, a.consumerMs);
+        platformSplit.observe(a.platformMs);
+        if (a.consumerMs !== null) consumerSplit.observe(a.consumerMs);
       }
     },
     async render() {

@@ -1,0 +1,68 @@
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { createLocalKeyService } from '../adapters/crypto/envelope.ts';
+import { createSqliteStore } from '../adapters/sqlite/sqlite-store.ts';
+import { systemClock, systemRandom } from '../adapters/system-clock.ts';
+import { Authenticator } from '../app/auth.ts';
+import { TenantDirectory } from '../app/tenant-directory.ts';
+import { buildApi } from './build-api.ts';
+
+describe('the API log', () => {
+  it('logs an unexpected error once, with its request id, and answers 500 internal_error without the detail', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        for (const line of String(chunk).split('\n')) if (line) lines.push(JSON.parse(line));
+        done();
+      },
+    });
+    const logger = pino({ level: 'info' }, sink);
+    const store = createSqliteStore({ filename: ':memory:' });
+    await store.migrate();
+    // A store whose event read fails the way a bug would: not a store outage, not an API error.
+    const broken = Object.create(store) as typeof store;
+    broken.eventGet = async () => {
+      throw new Error('event row could not be mapped');
+    };
+    const now = () => systemClock.now();
+    const app = await buildApi({
+      store: broken,
+      clock: systemClock,
+      random: systemRandom,
+      keys: createLocalKeyService({ masterKey: Buffer.alloc(32) }),
+      auth: new Authenticator({ store, now, operatorToken: 'operator-token', cacheMs: 0 }),
+      tenants: new TenantDirectory({ store, now, cacheMs: 0 }),
+      committer: null,
+      logger,
+      metrics: null,
+      version: 'test',
+      serves: { intake: false, control: true },
+    });
+    try {
+      const res = await app.inject({
+        method: 'GET',
+        url: '/v1/events/evt_01J00000000000000000000000',
+        headers: { authorization: 'Bearer operator-token' },
+      });
+      expect(res.statusCode).toBe(500);
+      expect(res.json()).toEqual({
+        error: { code: 'internal_error', message: expect.any(String) },
+      });
+      expect(res.body).not.toContain('could not be mapped');
+
+      const errors = lines.filter((l) => l.msg === 'unhandled error');
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toMatchObject({
+        level: 50,
+        reqId: expect.any(String),
+        err: { message: 'event row could not be mapped' },
+      });
+      // Request logging is off: at intake rates a line per request would be most of the log.
+      expect(lines.filter((l) => l.msg !== 'unhandled error')).toEqual([]);
+    } finally {
+      await app.close();
+      await store.close();
+    }
+  });
+});
