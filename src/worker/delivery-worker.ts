@@ -190,21 +190,24 @@ export class DeliveryWorker {
 
   private startAttempt(leased: LeasedDelivery, leasedAt: number): void {
     this.active++;
-    deliverAttempt(this.opts.attempt, leased, this.opts.owner, leasedAt)
-      .then((completion) => {
-        this.recordMetrics(completion);
-        this.pending.push(completion);
-        this.scheduleFlush();
-      })
-      .catch((err) => {
-        // A bug, not an endpoint failure: leave the lease to expire so the delivery is retried.
-        this.opts.logger?.error({ err, delivery: leased.delivery.id }, 'attempt crashed');
-      })
-      .finally(() => {
-        this.active--;
-        this.opts.wake.poke();
-        this.settle();
-      });
+    void this.runAttempt(leased, leasedAt);
+  }
+
+  /** One promise per attempt (a then/catch/finally chain made three, and three closures). Never rejects. */
+  private async runAttempt(leased: LeasedDelivery, leasedAt: number): Promise<void> {
+    try {
+      const completion = await deliverAttempt(this.opts.attempt, leased, this.opts.owner, leasedAt);
+      this.recordMetrics(completion);
+      this.pending.push(completion);
+      this.scheduleFlush();
+    } catch (err) {
+      // A bug, not an endpoint failure: leave the lease to expire so the delivery is retried.
+      this.opts.logger?.error({ err, delivery: leased.delivery.id }, 'attempt crashed');
+    } finally {
+      this.active--;
+      this.opts.wake.poke();
+      this.settle();
+    }
   }
 
   /** Writes at the end of this event-loop turn, so all completions of the turn share one transaction. */
