@@ -1,11 +1,8 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { createLocalKeyService } from '../adapters/crypto/envelope.ts';
+import { controlApiDeps, OPERATOR_TOKEN } from '../../test/support/control-api.ts';
 import { createSqliteStore } from '../adapters/sqlite/sqlite-store.ts';
-import { systemClock, systemRandom } from '../adapters/system-clock.ts';
-import { Authenticator } from '../app/auth.ts';
-import { TenantDirectory } from '../app/tenant-directory.ts';
 import { buildApi } from './build-api.ts';
 
 describe('the API log', () => {
@@ -25,25 +22,12 @@ describe('the API log', () => {
     broken.eventGet = async () => {
       throw new Error('event row could not be mapped');
     };
-    const now = () => systemClock.now();
-    const app = await buildApi({
-      store: broken,
-      clock: systemClock,
-      random: systemRandom,
-      keys: createLocalKeyService({ masterKey: Buffer.alloc(32) }),
-      auth: new Authenticator({ store, now, operatorToken: 'operator-token', cacheMs: 0 }),
-      tenants: new TenantDirectory({ store, now, cacheMs: 0 }),
-      committer: null,
-      logger,
-      metrics: null,
-      version: 'test',
-      serves: { intake: false, control: true },
-    });
+    const app = await buildApi(controlApiDeps(broken, { logger }));
     try {
       const res = await app.inject({
         method: 'GET',
         url: '/v1/events/evt_01J00000000000000000000000',
-        headers: { authorization: 'Bearer operator-token' },
+        headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
       });
       expect(res.statusCode).toBe(500);
       expect(res.json()).toEqual({

@@ -2,11 +2,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createLocalKeyService } from '../../adapters/crypto/envelope.ts';
+import { controlApiDeps } from '../../../test/support/control-api.ts';
 import { createSqliteStore } from '../../adapters/sqlite/sqlite-store.ts';
-import { systemClock, systemRandom } from '../../adapters/system-clock.ts';
-import { Authenticator } from '../../app/auth.ts';
-import { TenantDirectory } from '../../app/tenant-directory.ts';
 import { DEFAULT_EGRESS_RANGES_FILE } from '../../config/config.ts';
 import { buildApi } from '../build-api.ts';
 import { EgressRangesError, parseEgressRanges } from './egress-ranges.ts';
@@ -18,22 +15,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 async function api(egressRangesFile?: string) {
   const store = createSqliteStore({ filename: ':memory:' });
   await store.migrate();
-  const now = () => systemClock.now();
   try {
-    const app = await buildApi({
-      store,
-      clock: systemClock,
-      random: systemRandom,
-      keys: createLocalKeyService({ masterKey: Buffer.alloc(32) }),
-      auth: new Authenticator({ store, now, operatorToken: 'operator-token', cacheMs: 0 }),
-      tenants: new TenantDirectory({ store, now, cacheMs: 0 }),
-      committer: null,
-      logger: false,
-      metrics: null,
-      version: 'test',
-      serves: { intake: false, control: true },
-      ...(egressRangesFile ? { egressRangesFile } : {}),
-    });
+    const app = await buildApi(controlApiDeps(store, egressRangesFile ? { egressRangesFile } : {}));
     const close = async () => {
       await app.close();
       await store.close();
