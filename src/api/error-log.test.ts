@@ -1,20 +1,12 @@
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { controlApiDeps, OPERATOR_TOKEN } from '../../test/support/control-api.ts';
+import { captureLog } from '../../test/support/log-capture.ts';
 import { createSqliteStore } from '../adapters/sqlite/sqlite-store.ts';
 import { buildApi } from './build-api.ts';
 
 describe('the API log', () => {
   it('logs an unexpected error once, with its request id, and answers 500 internal_error without the detail', async () => {
-    const lines: Array<Record<string, unknown>> = [];
-    const sink = new Writable({
-      write(chunk, _enc, done) {
-        for (const line of String(chunk).split('\n')) if (line) lines.push(JSON.parse(line));
-        done();
-      },
-    });
-    const logger = pino({ level: 'info' }, sink);
+    const { logger, lines } = captureLog();
     const store = createSqliteStore({ filename: ':memory:' });
     await store.migrate();
     // A store whose event read fails the way a bug would: not a store outage, not an API error.

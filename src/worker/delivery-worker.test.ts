@@ -2,10 +2,9 @@
  * The worker's handling of an attempt that throws (a bug, not an endpoint failure), on the real SQLite store: the
  * slot is given back, nothing is recorded, and the delivery stays leased so that lease expiry retries it.
  */
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../test/support/fake-clock.ts';
+import { captureLog } from '../../test/support/log-capture.ts';
 import { seededRandom } from '../../test/support/seeded-random.ts';
 import { createTestStore, type TestStore } from '../../test/support/test-hookrail.ts';
 import { createLocalKeyService } from '../adapters/crypto/envelope.ts';
@@ -15,6 +14,7 @@ import { Signal } from '../app/signal.ts';
 import { newId } from '../domain/ids.ts';
 import type { HttpSender } from '../ports/http-sender.ts';
 import { DeliveryWorker } from './delivery-worker.ts';
+import { FanoutWorker } from './fanout-worker.ts';
 
 describe('DeliveryWorker', () => {
   let ts: TestStore | undefined;
@@ -49,22 +49,20 @@ describe('DeliveryWorker', () => {
       now,
       idempotencyWindowMs: 0,
     });
-    await store.fanoutRun({
-      now,
-      limit: 10,
-      ids: {
-        delivery: () => newId('delivery', now, random.bytes(10)),
-        webhookId: () => newId('message', now, random.bytes(10)),
-      },
+    const fanout = new FanoutWorker({
+      store,
+      clock,
+      random,
+      batch: 10,
+      deliveryBatch: 10,
+      pollMs: 5,
+      wake: new Signal(),
+      deliveriesCreated: new Signal(),
+      logger: null,
     });
+    expect(await fanout.runOnce()).toEqual({ events: 1, deliveries: 1 });
 
-    const logged: Array<Record<string, unknown>> = [];
-    const sink = new Writable({
-      write(chunk, _enc, done) {
-        logged.push(JSON.parse(String(chunk)));
-        done();
-      },
-    });
+    const { logger, lines: logged } = captureLog();
     let sends = 0;
     const sender: HttpSender = {
       send: async () => {
@@ -82,7 +80,7 @@ describe('DeliveryWorker', () => {
       leaseMs: 60_000,
       pollMs: 5,
       wake: new Signal(),
-      logger: pino({ level: 'info' }, sink),
+      logger,
       metrics: null,
     });
     worker.start();

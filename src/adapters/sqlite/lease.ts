@@ -86,22 +86,23 @@ export function dueRows(st: St, c: Row, now: number, room: number, withEvent: bo
 
 // The due-row reads' texts, made once (each lease reads per endpoint, and the statement cache is keyed by the text).
 // By the event's rowid (`seq`; replays copy it with the event id): one B-tree lookup instead of two through the id.
-const EVENT_COLUMNS = [', ev.data, ev.created_at', 'JOIN events ev ON ev.seq = d.event_seq'] as const;
-const headSql = ([cols, join]: readonly [string, string]) =>
-  `SELECT ${DUE_COLUMNS}${cols} FROM deliveries d ${join}
+const eventColumns = (withEvent: boolean) => (withEvent ? ', ev.data, ev.created_at' : '');
+const eventJoin = (withEvent: boolean) => (withEvent ? 'JOIN events ev ON ev.seq = d.event_seq' : '');
+const headSql = (withEvent: boolean) =>
+  `SELECT ${DUE_COLUMNS}${eventColumns(withEvent)} FROM deliveries d ${eventJoin(withEvent)}
    WHERE d.endpoint_id = ? AND d.status = 'pending' ORDER BY d.event_seq LIMIT 1`;
-const dueSql = ([cols, join]: readonly [string, string]) =>
-  `SELECT ${DUE_COLUMNS}${cols} FROM deliveries d ${join}
+const dueSql = (withEvent: boolean) =>
+  `SELECT ${DUE_COLUMNS}${eventColumns(withEvent)} FROM deliveries d ${eventJoin(withEvent)}
    WHERE d.endpoint_id = ? AND d.status = 'pending' AND d.lease_owner IS NULL AND d.next_attempt_at <= ?
      AND (? = 0 OR d.resource_id IS NULL OR NOT EXISTS (
        SELECT 1 FROM deliveries x WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
          AND x.status = 'pending' AND x.resource_id IS NOT NULL
          AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL)))
    ORDER BY d.next_attempt_at LIMIT ? + 0`;
-const HEAD = headSql(['', '']);
-const HEAD_WITH_EVENT = headSql(EVENT_COLUMNS);
-const DUE = dueSql(['', '']);
-const DUE_WITH_EVENT = dueSql(EVENT_COLUMNS);
+const HEAD = headSql(false);
+const HEAD_WITH_EVENT = headSql(true);
+const DUE = dueSql(false);
+const DUE_WITH_EVENT = dueSql(true);
 
 const SERVED = `UPDATE endpoint_queue SET inflight = inflight + @n, last_served_at = @now, next_due_at = ${EARLIEST_DUE}
   WHERE endpoint_id = @id`;
