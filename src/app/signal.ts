@@ -1,7 +1,7 @@
 /**
  * A wake-up between loops in one process: intake pokes fan-out, fan-out pokes delivery, so a lone process reacts
- * in microseconds instead of at the next poll. To a loop in another thread the poke is passed on as a message
- * (`onPoke`); across processes the loops fall back to polling.
+ * in microseconds instead of at the next poll. To a loop in another thread the poke is passed on through shared
+ * memory (`onPoke`, bootstrap/thread-wake.ts); across processes the loops fall back to polling.
  */
 /** One loop waiting: woken by a poke or by its timer, whichever is first. */
 interface Waiter {

@@ -2,12 +2,14 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import pino from 'pino';
 import { createLocalKeyService, loadOrCreateMasterKey } from '../adapters/crypto/envelope.ts';
+import { createThreadAttemptMetrics } from '../adapters/metrics/prom-metrics.ts';
 import { createWriteLock } from '../adapters/sqlite/write-lock.ts';
 import { systemClock, systemRandom } from '../adapters/system-clock.ts';
 import type { Config } from '../config/config.ts';
 import type { Metrics } from '../ports/metrics.ts';
 import { createSender } from './create-sender.ts';
 import { createStore } from './create-store.ts';
+import { listenForWakes } from './thread-wake.ts';
 import { VERSION } from './version.ts';
 import { createWorkers } from './workers.ts';
 
@@ -15,21 +17,27 @@ export interface PipelineThreadData {
   /** With roles narrowed to the pipeline's. */
   config: Config;
   lockBuffer: SharedArrayBuffer;
+  /** Fan-out's pokes (thread-wake.ts). */
+  wakeBuffer: SharedArrayBuffer;
   tsxApi: string;
   entry: string;
 }
 
-type AttemptMetric = Parameters<Metrics['attemptRecorded']>[0];
 type LaneMove = Parameters<Metrics['laneMoved']>[0];
 
+/** From the thread to the API thread. */
 export type PipelineMessage =
   | { kind: 'ready' }
   | { kind: 'stopped' }
-  | { kind: 'metrics'; attempts: AttemptMetric[]; laneMoves: LaneMove[] };
+  | { kind: 'laneMoves'; laneMoves: LaneMove[] }
+  | { kind: 'metricsText'; no: number; text: string };
+
+/** From the API thread to the thread. */
+export type PipelineRequest = 'stop' | { kind: 'metricsText'; no: number };
 
 const port = parentPort;
 if (port) {
-  const { config, lockBuffer } = workerData as PipelineThreadData;
+  const { config, lockBuffer, wakeBuffer } = workerData as PipelineThreadData;
   const logger = pino({ level: config.logLevel });
   const store = createStore(config, { writeLock: createWriteLock(lockBuffer), second: true });
   const keys = createLocalKeyService({
@@ -37,29 +45,20 @@ if (port) {
   });
   const sender = config.roles.includes('delivery') ? createSender(config, systemClock) : null;
 
-  // Metrics are the API thread's (it serves /metrics): forwarded in one message per event-loop turn.
-  let attempts: AttemptMetric[] = [];
+  // The API thread serves /metrics: it asks for the attempt metrics' text at each scrape (pipeline-thread.ts). Lane
+  // moves go to it in one message per event-loop turn (they also drop its cached lane gauges).
+  const attemptMetrics = createThreadAttemptMetrics();
   let laneMoves: LaneMove[] = [];
-  let flushing = false;
-  const forward = () => {
-    if (flushing) return;
-    flushing = true;
-    setImmediate(() => {
-      flushing = false;
-      port.postMessage({ kind: 'metrics', attempts, laneMoves } satisfies PipelineMessage);
-      attempts = [];
-      laneMoves = [];
-    });
+  const forwardLaneMoves = () => {
+    port.postMessage({ kind: 'laneMoves', laneMoves } satisfies PipelineMessage);
+    laneMoves = [];
   };
   const metrics: Metrics = {
     eventAccepted() {},
-    attemptRecorded(a) {
-      attempts.push(a);
-      forward();
-    },
+    attemptRecorded: attemptMetrics.attemptRecorded,
     laneMoved(kind) {
+      if (laneMoves.length === 0) setImmediate(forwardLaneMoves);
       laneMoves.push(kind);
-      forward();
     },
     render: () => Promise.reject(new Error('metrics are served by the API thread')),
   };
@@ -75,9 +74,14 @@ if (port) {
     userAgent: `Hookrail/${VERSION}`,
     metrics,
   });
-  port.on('message', (m: unknown) => {
-    if (m === 'poke') workers.deliveriesCreated.poke();
-    else if (m === 'stop') {
+  const stopListening = listenForWakes(wakeBuffer, () => workers.deliveriesCreated.poke());
+  port.on('message', (m: PipelineRequest) => {
+    if (typeof m === 'object' && m.kind === 'metricsText') {
+      void attemptMetrics.text().then((text) => {
+        port.postMessage({ kind: 'metricsText', no: m.no, text } satisfies PipelineMessage);
+      });
+    } else if (m === 'stop') {
+      stopListening();
       void (async () => {
         await workers.stop();
         if (sender) await sender.close();

@@ -10,8 +10,9 @@
  * 2,118–2,194 → 2,353–2,454 attempts/s, with the machine then 92 % busy.
  *
  * Wiring: the API thread's fan-out pokes delivery after each pass that created deliveries (as the in-process
- * signal did); the pipeline forwards its metrics (attempts recorded, lane moves) to the API thread, which serves
- * /metrics. The thread exits with the process: a kill -9 takes both, and the next start returns the leases left
+ * signal did), through shared memory (thread-wake.ts). The pipeline thread keeps its attempt metrics on a registry
+ * of its own, whose text the API thread asks for when /metrics is scraped (nothing crosses per attempt); its lane
+ * moves, which are rare, are forwarded as messages. The thread exits with the process: a kill -9 takes both, and the next start returns the leases left
  * behind. An error that stops the thread stops the process (a supervisor restarts it), rather than leaving an API
  * that accepts events no one delivers.
  */
@@ -21,6 +22,7 @@ import type { WriteLock } from '../adapters/sqlite/write-lock.ts';
 import type { Config, Role } from '../config/config.ts';
 import type { Metrics } from '../ports/metrics.ts';
 import type { PipelineMessage, PipelineThreadData } from './pipeline-thread-main.ts';
+import { createThreadWake } from './thread-wake.ts';
 
 /**
  * The roles that run in the pipeline thread. Fan-out stays on the API thread: it is all SQL, which the two threads
@@ -44,6 +46,8 @@ const PIPELINE_YOUNG_GENERATION_MB = 96;
 export interface PipelineThread {
   /** Fan-out created deliveries: wake delivery. */
   poke(): void;
+  /** The exposition text of the thread's attempt metrics ('' once the thread is stopping or gone). */
+  metricsText(): Promise<string>;
   /** Stops the loops (in-flight attempts finish and are recorded), closes the thread's store. */
   stop(): Promise<void>;
 }
@@ -55,9 +59,11 @@ export async function startPipelineThread(deps: {
   logger: Logger | null;
   onFatal: (err: unknown) => void;
 }): Promise<PipelineThread> {
+  const wake = createThreadWake();
   const data: PipelineThreadData = {
     config: deps.config,
     lockBuffer: deps.lock.buffer,
+    wakeBuffer: wake.buffer,
     tsxApi: import.meta.resolve('tsx/esm/api'),
     entry: new URL('./pipeline-thread-main.ts', import.meta.url).href,
   };
@@ -79,17 +85,26 @@ export async function startPipelineThread(deps: {
     deps.logger?.fatal({ err }, 'pipeline thread failed');
     deps.onFatal(err);
   };
+  // Scrapes waiting for the thread's metrics text, by request number; answered with '' if the thread goes.
+  const scrapes = new Map<number, (text: string) => void>();
+  let scrapeNo = 0;
   let stopped: () => void = () => {};
   const done = new Promise<void>((resolve) => {
-    stopped = resolve;
+    stopped = () => {
+      for (const answer of scrapes.values()) answer('');
+      scrapes.clear();
+      resolve();
+    };
   });
   const ready = new Promise<void>((resolve, reject) => {
     worker.on('message', (m: PipelineMessage) => {
       if (m.kind === 'ready') resolve();
       else if (m.kind === 'stopped') stopped();
-      else if (m.kind === 'metrics') {
-        for (const a of m.attempts) deps.metrics.attemptRecorded(a);
+      else if (m.kind === 'laneMoves') {
         for (const l of m.laneMoves) deps.metrics.laneMoved(l);
+      } else if (m.kind === 'metricsText') {
+        scrapes.get(m.no)?.(m.text);
+        scrapes.delete(m.no);
       }
     });
     worker.on('error', (err) => {
@@ -107,7 +122,15 @@ export async function startPipelineThread(deps: {
   });
   await ready;
   return {
-    poke: () => worker.postMessage('poke'),
+    poke: wake.poke,
+    metricsText() {
+      if (stopping || failed) return Promise.resolve('');
+      const no = ++scrapeNo;
+      return new Promise<string>((resolve) => {
+        scrapes.set(no, resolve);
+        worker.postMessage({ kind: 'metricsText', no });
+      });
+    },
     async stop() {
       if (stopping) return done;
       stopping = true;

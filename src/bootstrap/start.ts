@@ -95,6 +95,9 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
     queueStats: () => store.queueStats(),
     laneStats: () => store.laneStats(),
     defaultMetrics: opts.listen !== false,
+    // A pipeline thread records the attempts, on a registry of its own.
+    attempts: !threaded,
+    elsewhere: () => pipeline?.metricsText() ?? Promise.resolve(''),
   });
   const workers = createWorkers({
     metrics,

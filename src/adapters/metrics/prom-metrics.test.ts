@@ -1,9 +1,10 @@
 /**
  * The lane gauges read laneStats() (an O(backlog) GROUP BY) at most once per scrape and cache it for
- * LANE_STATS_TTL_MS, under an injected clock.
+ * LANE_STATS_TTL_MS, under an injected clock. Attempts are counted and split by part, also when another thread
+ * records them.
  */
 import { describe, expect, it } from 'vitest';
-import { createPromMetrics, LANE_STATS_TTL_MS } from './prom-metrics.ts';
+import { createPromMetrics, createThreadAttemptMetrics, LANE_STATS_TTL_MS } from './prom-metrics.ts';
 
 function setup(fail = () => false) {
   let t = 1_000_000;
@@ -126,5 +127,38 @@ describe('prom-metrics attempts', () => {
     expect(series('part="consumer"', 'count')).toBe(1);
     expect(series('le="25",part="consumer"', 'bucket')).toBe(0);
     expect(series('le="50",part="consumer"', 'bucket')).toBe(1);
+  });
+});
+
+describe('prom-metrics attempts recorded by another thread', () => {
+  it("are served once, from that thread's registry, appended to this one's", async () => {
+    const thread = createThreadAttemptMetrics();
+    const metrics = createPromMetrics({
+      queueStats: async () => ({ pending: 4, circuitsOpen: 0 }),
+      defaultMetrics: false,
+      attempts: false,
+      elsewhere: () => thread.text(),
+    });
+    thread.attemptRecorded({
+      outcome: 'delivered',
+      errorClass: null,
+      deadLettered: false,
+      queueMs: 3,
+      platformMs: 7,
+      consumerMs: 40,
+    });
+    metrics.eventAccepted();
+    const { body } = await metrics.render();
+    expect(body).toMatch(/^hookrail_events_accepted_total 1$/m);
+    expect(body).toMatch(/^hookrail_backlog_deliveries 4$/m);
+    expect(body).toMatch(/^hookrail_attempts_total\{outcome="delivered",error_class="none"\} 1$/m);
+    expect(body).toMatch(/^hookrail_attempt_duration_ms_count\{part="consumer"\} 1$/m);
+    // Each family once: a second TYPE line for a name makes the whole scrape invalid.
+    for (const name of [
+      'hookrail_attempts_total',
+      'hookrail_dead_letters_total',
+      'hookrail_attempt_duration_ms',
+    ])
+      expect(body.match(new RegExp(`^# TYPE ${name} `, 'gm'))).toHaveLength(1);
   });
 });

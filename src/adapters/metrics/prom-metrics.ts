@@ -18,24 +18,10 @@ type LaneStats = { dedicatedEndpoints: number; pendingByLane: Record<string, num
 /** `answeredAt`: null while the call runs. */
 type LaneCache = { stats: Promise<LaneStats>; answeredAt: number | null };
 
-export function createPromMetrics(opts: {
-  queueStats: () => Promise<{ pending: number; circuitsOpen: number }>;
-  /** Lane gauges (ADR-03); omitted: not reported. */
-  laneStats?: () => Promise<LaneStats>;
-  defaultMetrics?: boolean;
-  /** Milliseconds, for the lane stats cache (LANE_STATS_TTL_MS); default Date.now. */
-  now?: () => number;
-}): Metrics {
-  const now = opts.now ?? Date.now;
-  const registry = new Registry();
-  if (opts.defaultMetrics !== false)
-    collectDefaultMetrics({ register: registry, prefix: 'hookrail_process_' });
+type AttemptRecorded = Metrics['attemptRecorded'];
 
-  const events = new Counter({
-    name: 'hookrail_events_accepted_total',
-    help: 'Events accepted (answered 202) by this process.',
-    registers: [registry],
-  });
+/** The attempt metrics on `registry`; returns the function that records one attempt. */
+function registerAttemptMetrics(registry: Registry): AttemptRecorded {
   const attempts = new Counter({
     name: 'hookrail_attempts_total',
     help: 'Delivery attempts recorded by this process, by outcome and error class.',
@@ -58,6 +44,53 @@ export function createPromMetrics(opts: {
   const queueSplit = split.labels('queue');
   const platformSplit = split.labels('platform');
   const consumerSplit = split.labels('consumer');
+  return (a) => {
+    attempts.inc({ outcome: a.outcome, error_class: a.errorClass ?? 'none' });
+    if (a.deadLettered) deadLetters.inc();
+    queueSplit.observe(a.queueMs);
+    if (a.errorClass !== 'circuit_open') {
+      platformSplit.observe(a.platformMs);
+      if (a.consumerMs !== null) consumerSplit.observe(a.consumerMs);
+    }
+  };
+}
+
+/**
+ * The attempt metrics of a thread that records attempts but does not serve /metrics (the pipeline thread): kept
+ * where they happen, so that no message crosses threads per attempt, and read as text only when a scrape asks.
+ */
+export function createThreadAttemptMetrics(): { attemptRecorded: AttemptRecorded; text(): Promise<string> } {
+  const registry = new Registry();
+  return { attemptRecorded: registerAttemptMetrics(registry), text: () => registry.metrics() };
+}
+
+export function createPromMetrics(opts: {
+  queueStats: () => Promise<{ pending: number; circuitsOpen: number }>;
+  /** Lane gauges (ADR-03); omitted: not reported. */
+  laneStats?: () => Promise<LaneStats>;
+  defaultMetrics?: boolean;
+  /**
+   * false: attempts are recorded by another thread of this process, on a registry of its own
+   * (createThreadAttemptMetrics), whose text `elsewhere` returns; this registry then has no attempt metrics, so that
+   * each family appears once in the scrape.
+   */
+  attempts?: boolean;
+  /** Exposition text of the other threads' registries, appended at each scrape. */
+  elsewhere?: () => Promise<string>;
+  /** Milliseconds, for the lane stats cache (LANE_STATS_TTL_MS); default Date.now. */
+  now?: () => number;
+}): Metrics {
+  const now = opts.now ?? Date.now;
+  const registry = new Registry();
+  if (opts.defaultMetrics !== false)
+    collectDefaultMetrics({ register: registry, prefix: 'hookrail_process_' });
+
+  const events = new Counter({
+    name: 'hookrail_events_accepted_total',
+    help: 'Events accepted (answered 202) by this process.',
+    registers: [registry],
+  });
+  const attemptRecorded = opts.attempts === false ? () => {} : registerAttemptMetrics(registry);
   new Gauge({
     name: 'hookrail_backlog_deliveries',
     help: 'Pending deliveries across all endpoints (shared queue).',
@@ -132,17 +165,11 @@ export function createPromMetrics(opts: {
       laneMoves.inc({ direction });
       laneCache = null;
     },
-    attemptRecorded(a) {
-      attempts.inc({ outcome: a.outcome, error_class: a.errorClass ?? 'none' });
-      if (a.deadLettered) deadLetters.inc();
-      queueSplit.observe(a.queueMs);
-      if (a.errorClass !== 'circuit_open') {
-        platformSplit.observe(a.platformMs);
-        if (a.consumerMs !== null) consumerSplit.observe(a.consumerMs);
-      }
-    },
+    attemptRecorded,
     async render() {
-      return { contentType: registry.contentType, body: await registry.metrics() };
+      const body = await registry.metrics();
+      const elsewhere = opts.elsewhere ? await opts.elsewhere() : '';
+      return { contentType: registry.contentType, body: elsewhere ? `${body}\n${elsewhere}` : body };
     },
   };
 }
