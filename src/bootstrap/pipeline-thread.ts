@@ -12,9 +12,9 @@
  * Wiring: the API thread's fan-out pokes delivery after each pass that created deliveries (as the in-process
  * signal did), through shared memory (thread-wake.ts). The pipeline thread keeps its attempt metrics on a registry
  * of its own, whose text the API thread asks for when /metrics is scraped (nothing crosses per attempt); its lane
- * moves, which are rare, are forwarded as messages. The thread exits with the process: a kill -9 takes both, and the next start returns the leases left
- * behind. An error that stops the thread stops the process (a supervisor restarts it), rather than leaving an API
- * that accepts events no one delivers.
+ * moves, which are rare, are forwarded as messages. The thread exits with the process: a kill -9 takes both, and
+ * the next start returns the leases left behind. An error that stops the thread stops the process (a supervisor
+ * restarts it), rather than leaving an API that accepts events no one delivers.
  */
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
