@@ -5,18 +5,7 @@
  * a notify only when the other thread has not been woken since its last look. Pokes made before the other thread
  * looks again are one wake-up, which is all a Signal needs (a poke wakes every waiter; it carries no data).
  */
-
-// Atomics.waitAsync (ES2024) is in Node since 16; TypeScript's ES2022 library does not declare it.
-const waitAsync = (
-  Atomics as unknown as {
-    waitAsync(
-      cell: Int32Array,
-      index: number,
-      value: number,
-      timeoutMs: number,
-    ): { async: false; value: string } | { async: true; value: Promise<string> };
-  }
-).waitAsync;
+import { waitAsync } from '../adapters/wait-async.ts';
 
 const IDLE = 0;
 const POKED = 1;

@@ -3,6 +3,7 @@
  * simulation of several processes sharing one stored state. The per-state rules are in circuit-breaker.test.ts.
  */
 import { describe, expect, it } from 'vitest';
+import { MIN, S, T0 } from '../../test/support/journey-times.ts';
 import { seededRandom } from '../../test/support/seeded-random.ts';
 import {
   type AttemptDecision,
@@ -16,10 +17,6 @@ import {
   PROBE_INTERVAL_MS,
 } from './circuit-breaker.ts';
 import { ATTEMPT_TIMEOUT_MS } from './retry-schedule.ts';
-
-const S = 1000;
-const MIN = 60 * S;
-const T0 = Date.UTC(2026, 0, 1, 2, 0, 0); // the journey's 02:00
 
 describe('the journey (02:00 outage, recovery at 04:10)', () => {
   it('opens at the 20th failure, probes every 5 minutes, closes on the first good probe', () => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { MIN, S, T0 } from '../../test/support/journey-times.ts';
 import { seededRandom } from '../../test/support/seeded-random.ts';
 import {
   blockedUntil,
@@ -19,10 +20,6 @@ import {
 } from './circuit-breaker.ts';
 import { ERROR_CLASSES, type ErrorClass, type Outcome } from './outcome.ts';
 import { ATTEMPT_TIMEOUT_MS } from './retry-schedule.ts';
-
-const S = 1000;
-const MIN = 60 * S;
-const T0 = Date.UTC(2026, 0, 1, 2, 0, 0); // the journey's 02:00
 
 function fail(state: CircuitState, times: number, at: number, wasProbe = false): CircuitState {
   let s = state;

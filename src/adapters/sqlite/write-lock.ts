@@ -6,6 +6,8 @@
  * (Atomics.wait), as SQLite would; a turn's transaction holds the lock for a few milliseconds at most, and the turn
  * commit (turn-commit.ts) first waits for released() without blocking, so that its thread serves requests meanwhile.
  */
+import { waitAsync } from '../wait-async.ts';
+
 export interface WriteLock {
   acquire(): void;
   release(): void;
@@ -20,18 +22,6 @@ export interface WriteLock {
   /** The shared memory, to hand to the other thread (createWriteLock(buffer) there). */
   readonly buffer: SharedArrayBuffer;
 }
-
-// Atomics.waitAsync (ES2024) is in Node since 16; TypeScript's ES2022 library does not declare it.
-const waitAsync = (
-  Atomics as unknown as {
-    waitAsync(
-      cell: Int32Array,
-      index: number,
-      value: number,
-      timeoutMs: number,
-    ): { async: false; value: string } | { async: true; value: Promise<string> };
-  }
-).waitAsync;
 
 const FREE = 0;
 const HELD = 1;
