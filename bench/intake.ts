@@ -23,24 +23,30 @@
  * selected for Hookrail with `?options=-c search_path=<schema>` in the URL (pg passes libpq's `options` on), and
  * drops it afterwards.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
-import pg from 'pg';
 import { UNFANNED_COUNT_SQL } from '../src/adapters/sqlite/fanout.ts';
 import type { LoadReport, LoadSpec, PhaseReport } from './load-worker.ts';
-import { busyShare, CORES, type CpuBreakdown, machineCpu } from './proc-stats.ts';
+import { CORES, type CpuBreakdown } from './proc-stats.ts';
+import {
+  freshPgSchema,
+  logger,
+  onCleanup,
+  postJson,
+  ROOT,
+  round,
+  runMain,
+  type Server,
+  startServer,
+  waitForIdle,
+} from './support.ts';
 
-const ROOT = resolve(import.meta.dirname, '..');
-const DEFAULT_PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
-const START_TIMEOUT_MS = 30_000;
-const STOP_TIMEOUT_MS = 20_000;
-
-const log = (msg: string) => process.stderr.write(`[bench:intake] ${msg}\n`);
+const log = logger('bench:intake');
 
 // ---------------------------------------------------------------------------------------------- arguments
 
@@ -90,101 +96,6 @@ function parseOptions(argv: string[]): Options {
 
 // ---------------------------------------------------------------------------------------------- processes
 
-/** Children and resources to release, newest first, on the way out (also on Ctrl-C). */
-const cleanups: Array<() => Promise<void> | void> = [];
-
-async function runCleanups(): Promise<void> {
-  for (const fn of cleanups.splice(0).reverse()) {
-    try {
-      await fn();
-    } catch (err) {
-      log(`cleanup failed: ${String(err)}`);
-    }
-  }
-}
-
-interface Server {
-  child: ChildProcess;
-  url: string;
-  stop(): Promise<number | null>;
-}
-
-/** Spawns a server that prints "listening on <url>" on stdout once it accepts connections. */
-async function startServer(name: string, args: string[], env: NodeJS.ProcessEnv): Promise<Server> {
-  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr += chunk;
-    process.stderr.write(chunk.replace(/^(?=.)/gm, `[${name}] `));
-  });
-  const exited = new Promise<number | null>((resolveExit) => child.once('exit', (code) => resolveExit(code)));
-  let stopping: Promise<number | null> | null = null;
-  const stop = () => {
-    stopping ??= (async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
-      const code = await exited;
-      clearTimeout(timer);
-      return code;
-    })();
-    return stopping;
-  };
-  cleanups.push(async () => {
-    await stop();
-  });
-
-  const url = await new Promise<string>((resolveUrl, reject) => {
-    let stdout = '';
-    const timer = setTimeout(
-      () => reject(new Error(`${name} did not start within ${START_TIMEOUT_MS} ms`)),
-      START_TIMEOUT_MS,
-    );
-    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-      stdout += chunk;
-      const m = /listening on (http:\/\/\S+)/.exec(stdout);
-      if (m) {
-        clearTimeout(timer);
-        resolveUrl(m[1] as string);
-      }
-    });
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`${name} exited (code ${code}) before listening:\n${stderr}${stdout}`));
-    });
-  });
-  return { child, url, stop };
-}
-
-/**
- * Waits until the machine is idle (< 15 % busy over a second) before a load phase, for at most a minute: another
- * job on a 2-core box skews every number, and the ceiling and Hookrail must be measured under the same conditions.
- */
-async function waitForIdle(what: string): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  for (let first = true; ; first = false) {
-    const a = machineCpu();
-    await new Promise((r) => setTimeout(r, 1000));
-    const b = machineCpu();
-    if (!a || !b) return;
-    const busy = busyShare(a, b);
-    if (busy < 0.15) {
-      if (!first) log(`machine idle again (${Math.round(100 * busy)}% busy); loading ${what}`);
-      return;
-    }
-    if (Date.now() > deadline) {
-      log(
-        `warning: machine still ${Math.round(100 * busy)}% busy; loading ${what} anyway — results are skewed`,
-      );
-      return;
-    }
-    if (first)
-      log(
-        `machine ${Math.round(100 * busy)}% busy (another job?); waiting up to 60 s before loading ${what}`,
-      );
-  }
-}
-
 /** Runs bench/load-worker.ts in its own process against `url` and returns its report. */
 async function runLoad(spec: LoadSpec): Promise<LoadReport> {
   const child = spawn(
@@ -192,7 +103,7 @@ async function runLoad(spec: LoadSpec): Promise<LoadReport> {
     ['--import', 'tsx', join(ROOT, 'bench/load-worker.ts'), JSON.stringify(spec)],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
   );
-  cleanups.push(() => {
+  onCleanup(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
   });
   let stdout = '';
@@ -230,17 +141,6 @@ function eventBody(tenantId: string, bytes: number): string {
 
 // ---------------------------------------------------------------------------------------------- Hookrail
 
-async function api<T>(url: string, token: string, path: string, body: unknown): Promise<T> {
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (res.status >= 300) throw new Error(`POST ${path} answered ${res.status}: ${text}`);
-  return JSON.parse(text) as T;
-}
-
 interface StoreSetup {
   env: Record<string, string>;
   /** Counts the events, and those not yet fanned out (after Hookrail stopped). */
@@ -266,26 +166,7 @@ async function prepareSqlite(dataDir: string): Promise<StoreSetup> {
 }
 
 async function preparePostgres(): Promise<StoreSetup> {
-  const baseUrl = process.env.DATABASE_URL || DEFAULT_PG_URL;
-  const schema = `bench_intake_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: baseUrl });
-  await admin.connect();
-  cleanups.push(async () => {
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    await admin.end();
-    log(`dropped schema ${schema}`);
-  });
-  await admin.query(`CREATE SCHEMA "${schema}"`);
-  // Hookrail's CLI takes the schema from the connection's search_path (libpq `options`, honoured by pg).
-  const url = `${baseUrl}${baseUrl.includes('?') ? '&' : '?'}options=-c%20search_path%3D${schema}`;
-  const probe = new pg.Client({ connectionString: url });
-  await probe.connect();
-  const current = (await probe.query<{ s: string | null }>('SELECT current_schema() AS s')).rows[0]?.s;
-  await probe.end();
-  if (current !== schema) {
-    throw new Error(`the URL's search_path was not honoured (current_schema ${current}, wanted ${schema})`);
-  }
-  log(`postgres schema ${schema} (search_path verified)`);
+  const { schema, url, admin } = await freshPgSchema('bench_intake', log);
   return {
     env: { DATABASE_URL: url },
     count: async () => {
@@ -297,8 +178,6 @@ async function preparePostgres(): Promise<StoreSetup> {
 }
 
 // ---------------------------------------------------------------------------------------------- report
-
-const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
 
 /** Cores of CPU a phase used beyond which another job is taken to have disturbed it. */
 const DISTURBED_CORES = 0.15;
@@ -353,7 +232,7 @@ const disturbed = (r: LoadReport) => otherCores(r.measured.cpu) > DISTURBED_CORE
 async function measure(name: string, spec: LoadSpec, attempts: number): Promise<LoadReport[]> {
   const runs: LoadReport[] = [];
   for (let attempt = 1; attempt <= attempts; attempt++) {
-    await waitForIdle(name);
+    await waitForIdle(name, log);
     log(`loading ${name}${attempt > 1 ? ` (attempt ${attempt} of ${attempts})` : ''} …`);
     const report = await runLoad(spec);
     describe(name, report);
@@ -381,7 +260,7 @@ async function main(): Promise<number> {
 
   // 1. Hookrail in a child process, on a fresh store.
   const dataDir = mkdtempSync(join(tmpdir(), 'hookrail-bench-'));
-  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+  onCleanup(() => rmSync(dataDir, { recursive: true, force: true }));
   const store = opts.store === 'postgres' ? await preparePostgres() : await prepareSqlite(dataDir);
   const adminToken = `hka_${randomBytes(32).toString('base64url')}`;
   const hookrail = await startServer(
@@ -404,8 +283,8 @@ async function main(): Promise<number> {
   );
   log(`hookrail listening on ${hookrail.url} (data dir ${dataDir})`);
 
-  const tenant = await api<{ id: string }>(hookrail.url, adminToken, '/v1/tenants', { name: 'bench' });
-  const producer = await api<{ key: string }>(hookrail.url, adminToken, '/v1/producer-keys', {
+  const tenant = await postJson<{ id: string }>(hookrail.url, adminToken, '/v1/tenants', { name: 'bench' });
+  const producer = await postJson<{ key: string }>(hookrail.url, adminToken, '/v1/producer-keys', {
     name: 'bench',
   });
   const body = eventBody(tenant.id, opts.payloadBytes);
@@ -488,26 +367,4 @@ async function main(): Promise<number> {
   return errors === 0 && verified ? 0 : 1;
 }
 
-let interrupted = false;
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    if (interrupted) return;
-    interrupted = true;
-    log(`${signal}: cleaning up`);
-    void runCleanups().then(() => process.exit(130));
-  });
-}
-
-main()
-  .then(
-    async (code) => {
-      await runCleanups();
-      return code;
-    },
-    async (err: unknown) => {
-      log(`error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-      await runCleanups();
-      return 1;
-    },
-  )
-  .then((code) => process.exit(code));
+runMain(main, log);

@@ -1,7 +1,7 @@
 /**
- * Helpers shared by the benchmark scripts (bench/delivery.ts; bench/intake.ts keeps its own copies for now and can
- * move onto these): child processes that are always cleaned up, CPU accounting from /proc, an idle-machine gate,
- * a throwaway PostgreSQL schema, percentiles, and a clock that every process on the machine shares.
+ * Helpers shared by the benchmark scripts: child processes that are always cleaned up, CPU accounting from /proc,
+ * an idle-machine gate, a throwaway PostgreSQL schema, percentiles, and a clock that every process on the machine
+ * shares.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
