@@ -96,8 +96,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
     laneStats: () => store.laneStats(),
     defaultMetrics: opts.listen !== false,
     // A pipeline thread records the attempts, on a registry of its own.
-    attempts: !threaded,
-    elsewhere: () => pipeline?.metricsText() ?? Promise.resolve(''),
+    ...(threaded ? { attemptsElsewhere: () => pipeline?.metricsText() ?? Promise.resolve('') } : {}),
   });
   const workers = createWorkers({
     metrics,

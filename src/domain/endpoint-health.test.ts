@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { T0 } from '../../test/support/journey-times.ts';
 import { seededRandom } from '../../test/support/seeded-random.ts';
 import type { CircuitStateName } from './circuit-breaker.ts';
 import {
@@ -18,7 +19,6 @@ import {
 } from './endpoint-health.ts';
 
 const H = 3_600_000;
-const T0 = Date.UTC(2026, 0, 1, 2, 0, 0);
 
 const quiet: HealthInput = {
   disabled: false,

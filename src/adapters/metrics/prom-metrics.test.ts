@@ -136,8 +136,7 @@ describe('prom-metrics attempts recorded by another thread', () => {
     const metrics = createPromMetrics({
       queueStats: async () => ({ pending: 4, circuitsOpen: 0 }),
       defaultMetrics: false,
-      attempts: false,
-      elsewhere: () => thread.text(),
+      attemptsElsewhere: () => thread.text(),
     });
     thread.attemptRecorded({
       outcome: 'delivered',

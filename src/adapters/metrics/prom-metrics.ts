@@ -70,13 +70,11 @@ export function createPromMetrics(opts: {
   laneStats?: () => Promise<LaneStats>;
   defaultMetrics?: boolean;
   /**
-   * false: attempts are recorded by another thread of this process, on a registry of its own
-   * (createThreadAttemptMetrics), whose text `elsewhere` returns; this registry then has no attempt metrics, so that
-   * each family appears once in the scrape.
+   * Given where another thread of this process records the attempts, on a registry of its own
+   * (createThreadAttemptMetrics): its exposition text, appended at each scrape. This registry then has no attempt
+   * metrics, so that each family appears once.
    */
-  attempts?: boolean;
-  /** Exposition text of the other threads' registries, appended at each scrape. */
-  elsewhere?: () => Promise<string>;
+  attemptsElsewhere?: () => Promise<string>;
   /** Milliseconds, for the lane stats cache (LANE_STATS_TTL_MS); default Date.now. */
   now?: () => number;
 }): Metrics {
@@ -90,7 +88,7 @@ export function createPromMetrics(opts: {
     help: 'Events accepted (answered 202) by this process.',
     registers: [registry],
   });
-  const attemptRecorded = opts.attempts === false ? () => {} : registerAttemptMetrics(registry);
+  const attemptRecorded = opts.attemptsElsewhere ? () => {} : registerAttemptMetrics(registry);
   new Gauge({
     name: 'hookrail_backlog_deliveries',
     help: 'Pending deliveries across all endpoints (shared queue).',
@@ -168,7 +166,7 @@ export function createPromMetrics(opts: {
     attemptRecorded,
     async render() {
       const body = await registry.metrics();
-      const elsewhere = opts.elsewhere ? await opts.elsewhere() : '';
+      const elsewhere = opts.attemptsElsewhere ? await opts.attemptsElsewhere() : '';
       return { contentType: registry.contentType, body: elsewhere ? `${body}\n${elsewhere}` : body };
     },
   };
