@@ -17,28 +17,21 @@
  * - nothing is left leased: no delivery holds a lease, every endpoint's in-flight count is back to 0, and the
  *   fan-out stream is empty (read from the store itself: the API does not expose leases).
  */
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import {
   createEndpoint,
   createTenant,
   type DeliveryJson,
-  type LeaseState,
+  deliveryE2eStore,
   listDeliveries,
-  postgresLeaseState,
   printWorkerOutputOnFailure,
   type SentEvent,
-  sqliteLeaseState,
   startHookrailProcess,
   steadyEvents,
   type WorkerProcess,
 } from '../support/delivery-e2e.ts';
-import { createChildSchema, useHookrailProcesses } from '../support/hookrail-process.ts';
+import { useCleanups, useHookrailProcesses } from '../support/hookrail-process.ts';
 import { sleep } from '../support/intake-load.ts';
-import { postgresUrl } from '../support/postgres.ts';
 import { Receiver } from '../support/receiver.ts';
 
 useHookrailProcesses();
@@ -49,10 +42,7 @@ const EVENTS_PER_SECOND = 40;
 const FLAKY_FAILURE_RATE = 0.2;
 const PATHS = ['/a', '/b', '/flaky'] as const;
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterAll(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = useCleanups();
 
 type Role = 'all' | 'intake' | 'fanout' | 'delivery';
 
@@ -100,26 +90,13 @@ describe.each(['sqlite', 'postgres'] as const)('kill -9 of fan-out and delivery 
   it('every accepted event is delivered to every endpoint, fanned out once, nothing left leased', {
     timeout: 60_000,
   }, async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'hookrail-e2e-delivery-crash-'));
-    cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
-    const env: Record<string, string> = {
-      HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
-      HOOKRAIL_MASTER_KEY: randomBytes(32).toString('base64'),
-      HOOKRAIL_DATA_DIR: dataDir,
-      HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
-      HOOKRAIL_POLL_MS: '50',
-      HOOKRAIL_LEASE_MS: '2000',
-      HOOKRAIL_MAINTENANCE_MS: '500',
-    };
-    let pgUrl: string | null = null;
-    if (kind === 'postgres') {
-      const schema = await createChildSchema(postgresUrl(), 'dcrash');
-      cleanups.push(schema.drop);
-      pgUrl = schema.url;
-      env.DATABASE_URL = pgUrl;
-    }
-    const leaseState = (): Promise<LeaseState> =>
-      pgUrl ? postgresLeaseState(pgUrl) : Promise.resolve(sqliteLeaseState(dataDir));
+    const { env, leaseState } = await deliveryE2eStore({
+      kind,
+      label: 'dcrash',
+      adminToken: ADMIN_TOKEN,
+      cleanups,
+      env: { HOOKRAIL_LEASE_MS: '2000', HOOKRAIL_MAINTENANCE_MS: '500' },
+    });
 
     const { receiver, heard } = await startReceiver();
     cleanups.push(() => receiver.close());

@@ -7,14 +7,13 @@
  * restart. Requests that were in flight when the process died must have failed with a connection error (never some
  * other answer), and no request started after the kill may have been answered at all.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   createChildSchema,
   type RunningHookrail,
   spawnHookrail,
+  tempDir,
+  useCleanups,
   useHookrailProcesses,
 } from '../support/hookrail-process.ts';
 import {
@@ -34,10 +33,7 @@ const ADMIN_TOKEN = 'hka_e2e_crash_operator_token';
 const SENDERS = 32;
 const ROUNDS = 3;
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterAll(async () => {
-  for (const c of cleanups.splice(0)) await c();
-});
+const cleanups = useCleanups();
 
 /** Three kill points, one from each third of 200–800 ms, in a random order. */
 function killPoints(): number[] {
@@ -50,10 +46,8 @@ describe.each(['sqlite', 'postgres'] as const)('kill -9 during intake load (%s)'
     const env: Record<string, string> = {
       HOOKRAIL_ROLES: 'intake,control',
       HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
-      HOOKRAIL_DATA_DIR: mkdtempSync(join(tmpdir(), 'hookrail-e2e-crash-')),
+      HOOKRAIL_DATA_DIR: tempDir(cleanups, 'crash'),
     };
-    const dataDir = env.HOOKRAIL_DATA_DIR as string;
-    cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
     if (kind === 'postgres') {
       const pgSchema = await createChildSchema(postgresUrl(), 'crash');
       cleanups.push(pgSchema.drop);

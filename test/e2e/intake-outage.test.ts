@@ -7,13 +7,12 @@
  * destroyed, new ones refused) and restores on the same port — or, in the opt-in known-bug test, partitions (bytes
  * stop flowing, nothing is closed) and heals.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   createChildSchema,
   spawnHookrail,
+  tempDir,
+  useCleanups,
   useHookrailProcesses,
   withSearchPath,
 } from '../support/hookrail-process.ts';
@@ -39,10 +38,7 @@ const OUTAGE_MS = 6_000;
 /** What "quickly" means for an answer while the database is down (the pool's connect timeout is 2 s). */
 const FAST_MS = 5_000;
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterAll(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = useCleanups();
 
 /**
  * Hookrail (intake,control) whose DATABASE_URL points at a relay in front of the test PostgreSQL, in a fresh schema,
@@ -57,8 +53,7 @@ async function startBehindRelay(label: string) {
   const viaRelay = new URL(direct);
   viaRelay.hostname = '127.0.0.1';
   viaRelay.port = String(relay.port);
-  const dataDir = mkdtempSync(join(tmpdir(), `hookrail-e2e-${label}-`));
-  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+  const dataDir = tempDir(cleanups, label);
   const proc = await spawnHookrail({
     env: {
       HOOKRAIL_ROLES: 'intake,control',

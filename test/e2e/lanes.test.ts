@@ -19,27 +19,22 @@
  * lease taken under a shared lane held by a `shared` process and every dedicated one by the `dedicated` process;
  * the health API showed the move with `draining` > 0 right after the kill; nothing left leased.
  */
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, expect, it, onTestFinished } from 'vitest';
+import { expect, it, onTestFinished } from 'vitest';
 import {
   createEndpoint,
   createTenant,
   type DeliveryJson,
+  deliveryE2eStore,
   listDeliveries,
   ownerPid,
-  postgresLeaseState,
   printWorkerOutputOnFailure,
   startHookrailProcess,
   steadyEvents,
   type WorkerProcess,
 } from '../support/delivery-e2e.ts';
-import { createChildSchema, useHookrailProcesses } from '../support/hookrail-process.ts';
+import { useCleanups, useHookrailProcesses } from '../support/hookrail-process.ts';
 import { http, sleep, waitUntil } from '../support/intake-load.ts';
-import { postgresUrl } from '../support/postgres.ts';
 import { Receiver } from '../support/receiver.ts';
 
 useHookrailProcesses();
@@ -52,10 +47,7 @@ const HOLD_AFTER_MS = 300;
 const HOT_CAP = 6;
 const CALM = ['/calm1', '/calm2'] as const;
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterAll(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = useCleanups();
 
 interface LeaseSample {
   webhook_id: string;
@@ -68,20 +60,13 @@ interface LeaseSample {
 it('promotion and demotion under load, with kill -9 of a delivery process mid-move: nothing lost or doubled', {
   timeout: 60_000,
 }, async () => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'hookrail-e2e-lanes-'));
-  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
-  const schema = await createChildSchema(postgresUrl(), 'lanes');
-  cleanups.push(schema.drop);
-  const env = {
-    HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
-    HOOKRAIL_MASTER_KEY: randomBytes(32).toString('base64'),
-    HOOKRAIL_DATA_DIR: dataDir,
-    HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
-    HOOKRAIL_POLL_MS: '50',
-    HOOKRAIL_LEASE_MS: '4000',
-    HOOKRAIL_SHARED_LANES: '4',
-    DATABASE_URL: schema.url,
-  };
+  const { env, pgUrl, leaseState } = await deliveryE2eStore({
+    kind: 'postgres',
+    label: 'lanes',
+    adminToken: ADMIN_TOKEN,
+    cleanups,
+    env: { HOOKRAIL_LEASE_MS: '4000', HOOKRAIL_SHARED_LANES: '4' },
+  });
 
   // The receiver: /hot holds each request (long until the promotion is seen); every path counts what is in flight
   // per webhook-id.
@@ -168,7 +153,7 @@ it('promotion and demotion under load, with kill -9 of a delivery process mid-mo
   expect(homeLane).toMatch(/^shared:[0-3]$/);
 
   // The lease sampler, and the kill it triggers.
-  const sampler = new pg.Client({ connectionString: schema.url });
+  const sampler = new pg.Client({ connectionString: pgUrl! });
   await sampler.connect();
   const samples: Array<LeaseSample & { pid: number }> = [];
   let killed: { at: number; drainingHeld: number } | null = null;
@@ -326,7 +311,7 @@ it('promotion and demotion under load, with kill -9 of a delivery process mid-mo
   const hotRequests = heard.filter((h) => h.path === '/hot').length;
   expect(hotRequests).toBeGreaterThanOrEqual(accepted.get('/hot')!.size);
   // Nothing left leased or counted in flight.
-  const state = await postgresLeaseState(schema.url);
+  const state = await leaseState();
   expect(state.leased).toEqual([]);
   expect(state.inflight).toEqual([]);
   expect(await lane()).toMatchObject({ kind: 'shared', draining: 0 });

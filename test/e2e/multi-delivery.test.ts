@@ -18,26 +18,21 @@
  * so any duplicate at a receiver would be a delivery leased twice: the test expects exactly one request per
  * (event, endpoint).
  */
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, expect, it, onTestFinished } from 'vitest';
+import { expect, it, onTestFinished } from 'vitest';
 import {
   createEndpoint,
   createTenant,
   type DeliveryJson,
+  deliveryE2eStore,
   listDeliveries,
   ownerPid,
-  postgresLeaseState,
   printWorkerOutputOnFailure,
   startHookrailProcess,
   steadyEvents,
 } from '../support/delivery-e2e.ts';
-import { createChildSchema, useHookrailProcesses } from '../support/hookrail-process.ts';
+import { useCleanups, useHookrailProcesses } from '../support/hookrail-process.ts';
 import { sleep, waitUntil } from '../support/intake-load.ts';
-import { postgresUrl } from '../support/postgres.ts';
 import { Receiver } from '../support/receiver.ts';
 
 useHookrailProcesses();
@@ -49,10 +44,7 @@ const HOLD_MS = 100;
 const EVENTS = 300;
 const NORMAL = ['/n1', '/n2', '/n3'] as const;
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterAll(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = useCleanups();
 
 const rate = (n: number, ms: number) => ((n * 1000) / ms).toFixed(1);
 
@@ -66,18 +58,12 @@ interface Heard {
 it('two delivery processes share the work, hold the in-flight cap together, and deliver everything once', {
   timeout: 60_000,
 }, async () => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'hookrail-e2e-multi-delivery-'));
-  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
-  const schema = await createChildSchema(postgresUrl(), 'mdeliv');
-  cleanups.push(schema.drop);
-  const env = {
-    HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
-    HOOKRAIL_MASTER_KEY: randomBytes(32).toString('base64'),
-    HOOKRAIL_DATA_DIR: dataDir,
-    HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
-    HOOKRAIL_POLL_MS: '50',
-    DATABASE_URL: schema.url,
-  };
+  const { env, pgUrl, leaseState } = await deliveryE2eStore({
+    kind: 'postgres',
+    label: 'mdeliv',
+    adminToken: ADMIN_TOKEN,
+    cleanups,
+  });
 
   // The receiver: /slow holds each request HOLD_MS and counts what is in flight; the others answer at once.
   const receiver = await Receiver.start();
@@ -127,7 +113,7 @@ it('two delivery processes share the work, hold the in-flight cap together, and 
   for (const path of NORMAL) endpoints.set(path, await createEndpoint(base, tenantKey, receiver.url(path)));
 
   // The lease sampler.
-  const sampler = new pg.Client({ connectionString: schema.url });
+  const sampler = new pg.Client({ connectionString: pgUrl! });
   await sampler.connect();
   const ownersById = new Map<string, Set<string>>(); // webhook-id → lease owners seen
   const pidsAfterStop = new Set<number>();
@@ -263,7 +249,7 @@ it('two delivery processes share the work, hold the in-flight cap together, and 
     ).toEqual([]);
     expect(requests).toHaveLength(accepted.length);
   }
-  expect(await postgresLeaseState(schema.url)).toEqual({ leased: [], inflight: [], fanoutPending: 0 });
+  expect(await leaseState()).toEqual({ leased: [], inflight: [], fanoutPending: 0 });
 
   const share = [...perProcess]
     .sort()

@@ -19,24 +19,18 @@
  * send one twice at once), and the maintenance pass runs every 250 ms, so the killed worker's lease returns soon.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   createEndpoint,
   createTenant,
-  type LeaseState,
+  deliveryE2eStore,
   listDeliveries,
-  postgresLeaseState,
   printWorkerOutputOnFailure,
-  sqliteLeaseState,
   startHookrailProcess,
   type WorkerProcess,
 } from '../support/delivery-e2e.ts';
-import { createChildSchema, useHookrailProcesses } from '../support/hookrail-process.ts';
+import { useCleanups, useHookrailProcesses } from '../support/hookrail-process.ts';
 import { errorCode, http, isConnectionError, sleep } from '../support/intake-load.ts';
-import { postgresUrl } from '../support/postgres.ts';
 import { Receiver } from '../support/receiver.ts';
 
 useHookrailProcesses();
@@ -46,10 +40,7 @@ const ADMIN_TOKEN = 'hka_e2e_ordering_crash_operator_token';
 const EVENTS = 40;
 const RESOURCES = ['r1', 'r2', 'r3', null] as const;
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterAll(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = useCleanups();
 
 interface Heard {
   path: string;
@@ -168,26 +159,13 @@ describe.each(['sqlite', 'postgres'] as const)('ordering across kill -9 of deliv
   it('`endpoint` and `resource` order hold at a real receiver; everything accepted arrives', {
     timeout: 90_000,
   }, async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'hookrail-e2e-ordering-crash-'));
-    cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
-    const env: Record<string, string> = {
-      HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
-      HOOKRAIL_MASTER_KEY: randomBytes(32).toString('base64'),
-      HOOKRAIL_DATA_DIR: dataDir,
-      HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
-      HOOKRAIL_POLL_MS: '50',
-      HOOKRAIL_LEASE_MS: '3000',
-      HOOKRAIL_MAINTENANCE_MS: '250',
-    };
-    let pgUrl: string | null = null;
-    if (kind === 'postgres') {
-      const schema = await createChildSchema(postgresUrl(), 'ocrash');
-      cleanups.push(schema.drop);
-      pgUrl = schema.url;
-      env.DATABASE_URL = pgUrl;
-    }
-    const leaseState = (): Promise<LeaseState> =>
-      pgUrl ? postgresLeaseState(pgUrl) : Promise.resolve(sqliteLeaseState(dataDir));
+    const { env, leaseState } = await deliveryE2eStore({
+      kind,
+      label: 'ocrash',
+      adminToken: ADMIN_TOKEN,
+      cleanups,
+      env: { HOOKRAIL_LEASE_MS: '3000', HOOKRAIL_MAINTENANCE_MS: '250' },
+    });
 
     const r = await startOrderedReceiver();
     cleanups.push(() => r.receiver.close());

@@ -3,14 +3,15 @@
  * processes), graceful shutdown on SIGTERM, and the CLI's own surface (`--version`, `help`, `migrate`, the operator
  * token printed once, flag errors).
  */
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   createChildSchema,
   runHookrail,
   spawnHookrail,
+  tempDir as tempDirFor,
+  useCleanups,
   useHookrailProcesses,
 } from '../support/hookrail-process.ts';
 import {
@@ -32,16 +33,8 @@ const VERSION: string = JSON.parse(
   readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
 ).version;
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterAll(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-function tempDir(label: string): string {
-  const dir = mkdtempSync(join(tmpdir(), `hookrail-e2e-${label}-`));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+const cleanups = useCleanups();
+const tempDir = (label: string) => tempDirFor(cleanups, label);
 
 async function freshSchemaUrl(label: string): Promise<string> {
   const s = await createChildSchema(postgresUrl(), label);

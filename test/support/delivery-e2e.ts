@@ -4,13 +4,15 @@
  * intake restart, paginated reads of an endpoint's deliveries, and a look at the queue's lease bookkeeping straight
  * in the store (SQLite file or PostgreSQL schema), which the API does not expose.
  */
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterEach } from 'vitest';
 import { UNFANNED_COUNT_SQL } from '../../src/adapters/sqlite/fanout.ts';
-import { childEnv, HookrailProcess } from './hookrail-process.ts';
+import { type Cleanups, childEnv, createChildSchema, HookrailProcess, tempDir } from './hookrail-process.ts';
 import { errorCode, http, isConnectionError, sleep } from './intake-load.ts';
+import { postgresUrl } from './postgres.ts';
 
 export interface WorkerProcess extends HookrailProcess {
   /** `http://…` when the process serves intake or control, null for a worker-only process. */
@@ -200,6 +202,52 @@ export async function steadyEvents(opts: {
   }
   await Promise.all(inFlight);
   return sent.sort((a, b) => a.seq - b.seq);
+}
+
+/** The store of a delivery end-to-end test, and the environment its processes share. */
+export interface DeliveryE2eStore {
+  dataDir: string;
+  /** The schema's URL on PostgreSQL (`withSearchPath`), null on SQLite. */
+  pgUrl: string | null;
+  env: Record<string, string>;
+  /** What is leased, in flight and not fanned out in this store right now. */
+  leaseState(): Promise<LeaseState>;
+}
+
+/**
+ * A fresh data directory and, on PostgreSQL, a schema of its own, both removed after the file's tests; the
+ * environment sets the operator token, a random master key, loopback receivers allowed, 50 ms polls, `env` on top.
+ */
+export async function deliveryE2eStore(opts: {
+  kind: 'sqlite' | 'postgres';
+  label: string;
+  adminToken: string;
+  cleanups: Cleanups;
+  env?: Record<string, string>;
+}): Promise<DeliveryE2eStore> {
+  const dataDir = tempDir(opts.cleanups, opts.label);
+  const env: Record<string, string> = {
+    HOOKRAIL_ADMIN_TOKEN: opts.adminToken,
+    HOOKRAIL_MASTER_KEY: randomBytes(32).toString('base64'),
+    HOOKRAIL_DATA_DIR: dataDir,
+    HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
+    HOOKRAIL_POLL_MS: '50',
+    ...opts.env,
+  };
+  let pgUrl: string | null = null;
+  if (opts.kind === 'postgres') {
+    const schema = await createChildSchema(postgresUrl(), opts.label);
+    opts.cleanups.push(schema.drop);
+    pgUrl = schema.url;
+    env.DATABASE_URL = pgUrl;
+  }
+  const url = pgUrl;
+  return {
+    dataDir,
+    pgUrl,
+    env,
+    leaseState: () => (url ? postgresLeaseState(url) : Promise.resolve(sqliteLeaseState(dataDir))),
+  };
 }
 
 /** What the queue's bookkeeping holds right now, read from the store itself. */

@@ -5,6 +5,9 @@
  * the output of the children of a failed test.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, afterEach } from 'vitest';
@@ -216,6 +219,25 @@ export function useHookrailProcesses(): void {
   afterAll(async () => {
     await killAllHookrails();
   });
+}
+
+/** What a test file leaves to undo after its tests: directories, schemas, servers. */
+export type Cleanups = Array<() => Promise<void> | void>;
+
+/** A list of cleanups that an `afterAll` of the calling file runs, the last registered first. */
+export function useCleanups(): Cleanups {
+  const cleanups: Cleanups = [];
+  afterAll(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+  return cleanups;
+}
+
+/** A fresh temporary directory (`hookrail-e2e-<label>-…`), removed after the file's tests. */
+export function tempDir(cleanups: Cleanups, label: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `hookrail-e2e-${label}-`));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
 }
 
 /**
