@@ -3,9 +3,11 @@
  *
  * PostgreSQL, one Hookrail process with every role (delivery runs on its pipeline thread with a pool of its own),
  * talking to the database through a TCP relay (test/support/tcp-relay.ts). In the middle of a steady load to two
- * endpoints the test cuts the relay for 4 s (every connection destroyed, new ones refused), then restores it on the
- * same port. At the cut, attempts are in flight, leases are held and completions are about to be written; the
- * outage outlasts the 2 s leases. The producer retries 503s and broken requests with its Idempotency-Key.
+ * endpoints the test takes the database away for 4 s, then brings it back on the same address: either cut (every
+ * connection destroyed, new ones refused) or partitioned (bytes stop flowing, nothing is closed: statements wait
+ * for their 3 s deadline). At that moment attempts are in flight, leases are held and completions are about to be
+ * written; the outage outlasts the 2 s leases. The producer retries 503s and broken requests with its
+ * Idempotency-Key.
  *
  * Afterwards, with no restart of the process: every accepted event has exactly one delivery per endpoint, and it is
  * delivered; the receiver saw each (event, endpoint) only under that delivery's webhook-id, with a 2xx (duplicates,
@@ -37,7 +39,7 @@ const PATHS = ['/a', '/b'] as const;
 
 const cleanups = useCleanups();
 
-describe('PostgreSQL outage under delivery load', () => {
+describe.each(['cut', 'partition'] as const)('PostgreSQL outage under delivery load (%s)', (mode) => {
   it('every event answered 202 is delivered to every endpoint once the database is back, without a restart', {
     timeout: 90_000,
   }, async () => {
@@ -87,7 +89,7 @@ describe('PostgreSQL outage under delivery load', () => {
       target: () => base,
       producerKey,
       tenantId,
-      run: 'delivery-outage',
+      run: `delivery-outage-${mode}`,
       perSecond: EVENTS_PER_SECOND,
       signal: stop.signal,
       retryForMs: 30_000,
@@ -95,10 +97,12 @@ describe('PostgreSQL outage under delivery load', () => {
     await sleep(1_500);
     const heardAtCut = heard.length;
     const leasedAtCut = (await leaseState()).leased.length;
-    await relay.stop();
+    if (mode === 'cut') await relay.stop();
+    else relay.partition();
     await sleep(OUTAGE_MS);
     const heardDuringOutage = heard.length - heardAtCut;
-    await relay.start();
+    if (mode === 'cut') await relay.start();
+    else relay.heal();
     await sleep(2_000);
     stop.abort();
     const sent = await load;
@@ -155,7 +159,7 @@ describe('PostgreSQL outage under delivery load', () => {
     expect(sent.filter((s) => s.tries > 1).length).toBeGreaterThan(0);
     expect(proc.output()).toMatch(/lease failed; retrying|recording attempts failed; retrying/);
     console.log(
-      `[delivery-outage] ${accepted.length} events accepted (${sent.filter((s) => s.tries > 1).length} after ` +
+      `[delivery-outage ${mode}] ${accepted.length} events accepted (${sent.filter((s) => s.tries > 1).length} after ` +
         `retries); at the cut ${leasedAtCut} leased and ${heardAtCut} requests received, ${heardDuringOutage} ` +
         `more during the ${OUTAGE_MS} ms outage; drained ${Math.round(performance.now() - drainStarted)} ms ` +
         `after the load; ${duplicates} duplicate requests (same webhook-id)`,

@@ -4,8 +4,8 @@
  * recovers by itself (no restart), and every event answered 202 before, during or after the outage is readable.
  *
  * The child talks to PostgreSQL through a TCP relay (test/support/tcp-relay.ts) that the test cuts (every connection
- * destroyed, new ones refused) and restores on the same port — or, in the opt-in known-bug test, partitions (bytes
- * stop flowing, nothing is closed) and heals.
+ * destroyed, new ones refused) and restores on the same port — or, in the second test, partitions (bytes stop
+ * flowing, nothing is closed) and heals.
  */
 import { describe, expect, it } from 'vitest';
 import {
