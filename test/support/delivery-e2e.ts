@@ -234,19 +234,15 @@ export async function deliveryE2eStore(opts: {
     HOOKRAIL_POLL_MS: '50',
     ...opts.env,
   };
-  let pgUrl: string | null = null;
-  if (opts.kind === 'postgres') {
-    const schema = await createChildSchema(postgresUrl(), opts.label);
-    opts.cleanups.push(schema.drop);
-    pgUrl = schema.url;
-    env.DATABASE_URL = pgUrl;
-  }
-  const url = pgUrl;
+  const schema = opts.kind === 'postgres' ? await createChildSchema(postgresUrl(), opts.label) : null;
+  if (schema) opts.cleanups.push(schema.drop);
+  const pgUrl = schema?.url ?? null;
+  if (pgUrl) env.DATABASE_URL = pgUrl;
   return {
     dataDir,
     pgUrl,
     env,
-    leaseState: () => (url ? postgresLeaseState(url) : Promise.resolve(sqliteLeaseState(dataDir))),
+    leaseState: () => (pgUrl ? postgresLeaseState(pgUrl) : Promise.resolve(sqliteLeaseState(dataDir))),
   };
 }
 
