@@ -28,7 +28,7 @@ import {
   waitUntil,
 } from '../support/intake-load.ts';
 import { postgresUrl } from '../support/postgres.ts';
-import { startTcpRelay, type TcpRelay } from '../support/tcp-relay.ts';
+import { postgresRelay } from '../support/tcp-relay.ts';
 
 useHookrailProcesses();
 
@@ -45,21 +45,17 @@ const cleanups = useCleanups();
  * with a tenant and a producer key.
  */
 async function startBehindRelay(label: string) {
-  const direct = new URL(postgresUrl());
-  const relay: TcpRelay = await startTcpRelay(direct.hostname, Number(direct.port || 5432));
+  const { relay, url: viaRelay } = await postgresRelay(postgresUrl());
   cleanups.push(() => relay.stop());
-  const pgSchema = await createChildSchema(direct.toString(), label);
+  const pgSchema = await createChildSchema(postgresUrl(), label);
   cleanups.push(pgSchema.drop);
-  const viaRelay = new URL(direct);
-  viaRelay.hostname = '127.0.0.1';
-  viaRelay.port = String(relay.port);
   const dataDir = tempDir(cleanups, label);
   const proc = await spawnHookrail({
     env: {
       HOOKRAIL_ROLES: 'intake,control',
       HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
       HOOKRAIL_DATA_DIR: dataDir,
-      DATABASE_URL: withSearchPath(viaRelay.toString(), pgSchema.schema),
+      DATABASE_URL: withSearchPath(viaRelay, pgSchema.schema),
     },
   });
   const { tenantId, producerKey } = await setupTenant(proc.url, ADMIN_TOKEN);

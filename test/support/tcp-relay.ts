@@ -141,3 +141,13 @@ export async function startTcpRelay(targetHost: string, targetPort: number): Pro
     heal,
   };
 }
+
+/** A relay in front of the PostgreSQL server that `url` names, and `url` rewritten to reach it through the relay. */
+export async function postgresRelay(url: string): Promise<{ relay: TcpRelay; url: string }> {
+  const direct = new URL(url);
+  const relay = await startTcpRelay(direct.hostname, Number(direct.port || 5432));
+  const via = new URL(direct);
+  via.hostname = '127.0.0.1';
+  via.port = String(relay.port);
+  return { relay, url: via.toString() };
+}
