@@ -239,6 +239,21 @@ export async function complete(
           // A skip held no in-flight slot.
           if (x.leaseOwner !== null) released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
           if (completionMovesDueTime(x.next.status, x.leaseOwner !== null)) touched.add(r.endpoint_id);
+        } else if (x.leaseOwner !== null && r.lease_owner === x.leaseOwner && r.status === 'cancelled') {
+          // Cancelled (unsubscribed, endpoint or tenant deleted) while this attempt was in flight: no retry, but
+          // the attempt is counted on the record, one that arrived makes it delivered, and the slot is free now
+          // rather than when the lease would have expired.
+          if (x.next.status === 'delivered') {
+            r.status = 'delivered';
+            r.status_reason = null;
+          }
+          r.attempts += 1;
+          r.first_attempt_at ??= x.attempt.startedAt;
+          r.last_attempt_at = x.attempt.startedAt;
+          r.lease_owner = null;
+          r.lease_until = null;
+          changed.add(r);
+          released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
         } else if (x.next.status === 'delivered') {
           // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
           // was still running; it did arrive, so record that — a second send may still happen (at-least-once).

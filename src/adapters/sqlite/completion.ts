@@ -127,6 +127,28 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
         // A skip held no in-flight slot.
         if (c.leaseOwner !== null) released.set(a.endpointId, (released.get(a.endpointId) ?? 0) + 1);
         if (completionMovesDueTime(next.status, c.leaseOwner !== null)) touched.add(a.endpointId);
+      } else if (
+        c.leaseOwner !== null &&
+        st(
+          `UPDATE deliveries SET status = CASE WHEN ? THEN 'delivered' ELSE status END,
+             status_reason = CASE WHEN ? THEN NULL ELSE status_reason END, attempts = attempts + 1,
+             first_attempt_at = coalesce(first_attempt_at, ?), last_attempt_at = ?, lease_owner = NULL,
+             lease_until = NULL, updated_at = ?
+           WHERE id = ? AND lease_owner = ? AND status = 'cancelled'`,
+        ).run(
+          next.status === 'delivered' ? 1 : 0,
+          next.status === 'delivered' ? 1 : 0,
+          a.startedAt,
+          a.startedAt,
+          now,
+          a.deliveryId,
+          c.leaseOwner,
+        ).changes > 0
+      ) {
+        // Cancelled (unsubscribed, endpoint or tenant deleted) while this attempt was in flight: no retry, but the
+        // attempt is counted on the record, one that arrived makes it delivered, and the slot is free now rather
+        // than when the lease would have expired.
+        released.set(a.endpointId, (released.get(a.endpointId) ?? 0) + 1);
       } else if (next.status === 'delivered') {
         // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
         // was still running; it did arrive, so record that — a second send may still happen (at-least-once).

@@ -1,7 +1,7 @@
 /** Delivery conformance: reads, cancellation. */
 import { describe, expect } from 'vitest';
 import { NOW } from '../store-conformance.ts';
-import { type DeliverySection, HOUR, id, SECOND } from './harness.ts';
+import { type DeliverySection, HOUR, id, MINUTE, SECOND } from './harness.ts';
 
 export function readsCancellationConformance({ h, test }: DeliverySection): void {
   const { newTenant, newEndpoint, publish, lease, complete, deliveriesOf } = h;
@@ -74,6 +74,52 @@ export function readsCancellationConformance({ h, test }: DeliverySection): void
       await publish(t.id, ['invoice.sent', 'order.shipped'], at + 2);
       expect((await deliveriesOf(ep.id)).filter((d) => d.eventType === 'order.shipped')).toHaveLength(1);
       expect(await deliveriesOf(ep.id)).toHaveLength(5);
+    });
+
+    test('an attempt in flight when its delivery is cancelled is counted, and frees its slot as it completes', async () => {
+      const t = await newTenant();
+      const ep = await newEndpoint(t.id, { eventTypes: ['*'], maxConcurrency: 1 });
+      await publish(t.id, ['a.one', 'b.one', 'a.two', 'b.two']);
+      const [first] = await lease({});
+      expect(first?.event.type).toBe('a.one');
+      const at = NOW + 10 * SECOND;
+      await h.store.endpointUpdate({ id: ep.id, tenantId: t.id, patch: { eventTypes: ['b.*'] }, now: at });
+      expect(await h.store.deliveryGet({ id: first!.delivery.id, tenantId: t.id })).toMatchObject({
+        status: 'cancelled',
+        statusReason: 'unsubscribed',
+      });
+      // The one slot is still the attempt's, until it completes (long before its lease would expire).
+      expect(await lease({ now: at + 1 })).toEqual([]);
+      await complete(first!, { status: 'delivered' }, at + 2);
+      expect(await h.store.deliveryGet({ id: first!.delivery.id, tenantId: t.id })).toMatchObject({
+        status: 'delivered',
+        statusReason: null,
+        attempts: 1,
+        firstAttemptAt: at + 2,
+        lastAttemptAt: at + 2,
+        nextAttemptAt: null,
+      });
+      const [second] = await lease({ now: at + 3 });
+      expect(second?.event.type).toBe('b.one');
+      // A failed attempt leaves the cancellation standing: no retry, the attempt counted, the slot freed.
+      await h.store.endpointUpdate({
+        id: ep.id,
+        tenantId: t.id,
+        patch: { eventTypes: ['c.*'] },
+        now: at + 4,
+      });
+      await complete(second!, { status: 'pending', nextAttemptAt: at + MINUTE }, at + 5, {
+        attempt: { outcome: 'retryable', statusCode: 500 },
+      });
+      expect(await h.store.deliveryGet({ id: second!.delivery.id, tenantId: t.id })).toMatchObject({
+        status: 'cancelled',
+        statusReason: 'unsubscribed',
+        attempts: 1,
+        nextAttemptAt: null,
+      });
+      expect(await h.store.attemptList({ deliveryId: second!.delivery.id, tenantId: t.id })).toHaveLength(1);
+      await publish(t.id, ['c.one'], at + 6);
+      expect((await lease({ now: at + 7 })).map((l) => l.event.type)).toEqual(['c.one']);
     });
 
     test('endpointDelete cancels pending deliveries and leases nothing more', async () => {
