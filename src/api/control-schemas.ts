@@ -64,7 +64,8 @@ const CustomHeaders = Type.Record(
     description:
       `Sent with every delivery (at most ${MAX_CUSTOM_HEADERS}, names and values together at most ` +
       `${MAX_CUSTOM_HEADER_BYTES} bytes; names are stored lower-case). Refused: hop-by-hop and framing headers, ` +
-      'host, expect, content-*, user-agent and webhook-*. `authorization` is allowed. Not sent after a redirect ' +
+      'host, expect, content-type, content-length, content-encoding, accept-encoding (responses are always asked ' +
+      'for uncompressed), user-agent and webhook-*. `authorization` is allowed. Not sent after a redirect ' +
       'to another origin. Stored and shown in clear.',
   },
 );

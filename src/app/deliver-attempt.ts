@@ -6,7 +6,7 @@
 import { deliveryBody, deliveryHeaders } from '../domain/delivery-request.ts';
 import { newId } from '../domain/ids.ts';
 import { classifyOutcome } from '../domain/outcome.ts';
-import { nextAttemptDecision } from '../domain/retry-schedule.ts';
+import { nextAttemptDecision, RESPONSE_STORED_BYTES } from '../domain/retry-schedule.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type {
   AttemptCompletion,
@@ -15,8 +15,6 @@ import type {
   SkippedDelivery,
 } from '../ports/delivery-store.ts';
 import type { HttpSender, OutboundRequest, SendResult } from '../ports/http-sender.ts';
-
-export const RESPONSE_BODY_STORED_BYTES = 4096;
 
 export interface AttemptDeps {
   sender: HttpSender;
@@ -174,7 +172,7 @@ function attemptCompletion(
       responseHeaders: result.kind === 'response' ? result.headers : null,
       responseBody:
         result.kind === 'response'
-          ? result.bodyPrefix.subarray(0, RESPONSE_BODY_STORED_BYTES).toString('base64')
+          ? result.bodyPrefix.subarray(0, RESPONSE_STORED_BYTES).toString('base64')
           : null,
       queueMs: Math.max(0, startedAt - dueAt),
       // Platform time: everything of ours before the request was on the wire (signing, secret lookup, connect).

@@ -58,6 +58,7 @@ describe('endpoint input rules', () => {
       'Expect',
       'Content-Length',
       'Content-Encoding',
+      'Accept-Encoding',
       'proxy-connection',
       'webhook-timestamp',
     ]) {

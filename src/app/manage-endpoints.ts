@@ -74,6 +74,8 @@ const FORBIDDEN_HEADERS = new Set([
   'content-length',
   'content-type',
   'content-encoding',
+  // The transport asks for `identity`: the attempt log keeps the response bytes as they came.
+  'accept-encoding',
   'user-agent',
 ]);
 const FORBIDDEN_HEADER_PREFIXES = ['proxy-', 'webhook-'];

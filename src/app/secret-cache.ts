@@ -1,7 +1,8 @@
 /**
  * Decrypted signing secrets per endpoint, cached briefly so an attempt costs no database read or decryption in the
  * common case. The TTL bounds how long a rotation or early retirement takes to reach a running worker; during a
- * rotation overlap both secrets are valid, so the lag never produces a request the consumer rejects.
+ * rotation overlap both secrets are valid, so a consumer that switches to the new secret later than that (as
+ * docs/consumer-contract.md asks) never sees a request it rejects.
  */
 import type { Clock } from '../ports/clock.ts';
 import type { KeyService } from '../ports/key-service.ts';

@@ -25,6 +25,10 @@ export const BASE_DELAY_MS = 5 * 1000;
 export const MAX_DELAY_MS = 6 * 60 * 60 * 1000;
 export const CONNECT_TIMEOUT_MS = 5 * 1000;
 export const ATTEMPT_TIMEOUT_MS = 15 * 1000;
+/** At most this much of a response body is read; then the connection is dropped (PRODUCT.md §5). */
+export const RESPONSE_READ_LIMIT_BYTES = 64 * 1024;
+/** The prefix of the response body kept in the attempt log. */
+export const RESPONSE_STORED_BYTES = 4 * 1024;
 
 export type RetryDecision =
   | { kind: 'retry'; at: number }

@@ -27,6 +27,12 @@ import {
   type UrlShape,
 } from '../../domain/address-policy.ts';
 import type { ErrorClass } from '../../domain/outcome.ts';
+import {
+  ATTEMPT_TIMEOUT_MS,
+  CONNECT_TIMEOUT_MS,
+  RESPONSE_READ_LIMIT_BYTES,
+  RESPONSE_STORED_BYTES,
+} from '../../domain/retry-schedule.ts';
 import type {
   HopRecord,
   HttpSender,
@@ -37,10 +43,6 @@ import type {
 import { createGuardedAgent, type RefusalListener, type Resolver, systemResolver } from './guarded-agent.ts';
 import { AttemptTimeoutError, classifyTransportError } from './transport-errors.ts';
 
-export const CONNECT_TIMEOUT_MS = 5_000;
-export const ATTEMPT_TIMEOUT_MS = 15_000;
-export const RESPONSE_READ_LIMIT_BYTES = 64 * 1024;
-export const RESPONSE_STORED_BYTES = 4 * 1024;
 export const MAX_REDIRECTS = 3;
 
 const FOLLOWED_REDIRECTS = new Set([301, 302, 303, 307, 308]);

@@ -28,7 +28,8 @@ export const secretRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
       schema: {
         summary: 'Rotate the signing secret (tenant); the new secret is in this answer only',
         description:
-          'Deliveries are signed with the new secret at once and, until `previous.active_until`, with the previous ' +
+          'Deliveries are signed with the new secret within seconds (a delivery worker re-reads secrets at least ' +
+          'every HOOKRAIL_SECRET_CACHE_MS, 5 s by default) and, until `previous.active_until`, with the previous ' +
           'one too (both signatures in one `webhook-signature` header), so consumers can switch without a gap. At ' +
           'most two secrets are active: rotating again retires the oldest at once. The body is optional.',
         tags: ['secrets'],
