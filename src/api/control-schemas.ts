@@ -21,6 +21,7 @@ import {
   MAX_URL_LENGTH,
 } from '../app/manage-endpoints.ts';
 import { MAX_EVENT_TYPE_FILTERS } from '../domain/event-types.ts';
+import { REPLAY_CONFIRM_ABOVE, REPLAY_MAX_PER_REQUEST, REPLAYABLE_STATUSES } from '../domain/replay.ts';
 import { iso, ListQuery, Timestamp } from './schemas.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -186,6 +187,62 @@ export const EndpointEnabled = Type.Object({
   endpoint: Endpoint,
   requeued: Type.Integer({ description: 'Deliveries now due (pending and re-queued dead letters).' }),
   skipped: Type.Integer(),
+});
+
+const ReplayStatus = Type.Union(REPLAYABLE_STATUSES.map((x) => Type.Literal(x)));
+
+export const EndpointReplay = Type.Object(
+  {
+    status: Type.Optional(
+      Type.Array(ReplayStatus, {
+        minItems: 1,
+        uniqueItems: true,
+        description:
+          'Which finished deliveries to replay (default `["dead"]`). Cancelled deliveries are never replayed: an ' +
+          'acknowledged unsubscribe binds.',
+      }),
+    ),
+    since: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        description: 'Deliveries created at or after this time (default: all).',
+      }),
+    ),
+    until: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        description: 'Deliveries created before this time (default: now).',
+      }),
+    ),
+    confirm: Type.Optional(
+      Type.Boolean({
+        description: `Required when more than ${REPLAY_CONFIRM_ABOVE} deliveries match; without it the answer is 409 \`confirmation_required\` with \`details.count\` and \`details.estimated_seconds\`, and nothing changes.`,
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const EndpointReplayed = Type.Object({
+  id: Type.String({ description: 'This replay request (`rpl_…`), as named in the audit trail.' }),
+  endpoint_id: Type.String(),
+  status: Type.Array(ReplayStatus),
+  since: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  until: Type.String({ format: 'date-time' }),
+  matched: Type.Integer({
+    description: 'Deliveries that matched the filter and had not been replayed before.',
+  }),
+  count: Type.Integer({ description: 'Replays created now: new deliveries with the original webhook-id.' }),
+  remaining: Type.Integer({
+    description: `Matches left for another request (at most ${REPLAY_MAX_PER_REQUEST} replays are created per request, oldest first).`,
+  }),
+  first_due_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  last_due_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  rate_per_second: Type.Number({ description: 'The per-endpoint replay rate the due times follow.' }),
+  estimated_seconds: Type.Integer({
+    description: 'Estimated time to send them (see GET /v1/endpoints/:id/backlog).',
+  }),
+  created_at: Type.String({ format: 'date-time' }),
 });
 
 export const EmptyBody = Type.Object({}, { additionalProperties: false });

@@ -9,6 +9,13 @@ import { ApiError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import { laneKind } from '../domain/lanes.ts';
 import { effectiveCap, rampEndsAt } from '../domain/ramp.ts';
+import {
+  REPLAY_CONFIRM_ABOVE,
+  REPLAY_MAX_PER_REQUEST,
+  REPLAY_RATE_PER_SECOND,
+  type ReplayableStatus,
+  replayNeedsConfirmation,
+} from '../domain/replay.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { BacklogChoice, DeliveryIdFactory } from '../ports/delivery-store.ts';
 import type { Store } from '../ports/store.ts';
@@ -222,4 +229,98 @@ export async function replayDelivery(
     details: { replay_id: result.id },
   });
   return result;
+}
+
+export interface BulkReplayInput {
+  statuses: ReplayableStatus[];
+  since: number | null;
+  /** Null: now. */
+  until: number | null;
+  confirm: boolean;
+}
+
+/**
+ * POST /v1/endpoints/:id/replay: replays the endpoint's finished deliveries that match (domain/replay.ts and
+ * OperationsStore.deliveryReplayBulk say which), rate-capped. Above REPLAY_CONFIRM_ABOVE matches without
+ * `confirm` it changes nothing and answers 409 `confirmation_required` with the count and the estimated time.
+ */
+export async function replayEndpoint(
+  deps: OperationsDeps,
+  principal: Principal,
+  tenantId: string,
+  id: string,
+  input: BulkReplayInput,
+) {
+  const now = deps.clock.now();
+  const until = input.until ?? now;
+  if (input.since !== null && input.since >= until) {
+    throw new ApiError('validation_failed', '`since` must be earlier than `until`.', {
+      since: iso(input.since),
+      until: iso(until),
+    });
+  }
+  const endpoint = await endpointOr404(deps, tenantId, id);
+  const result = await deps.store.deliveryReplayBulk({
+    endpointId: id,
+    tenantId,
+    statuses: input.statuses,
+    since: input.since,
+    until,
+    now,
+    ratePerSecond: REPLAY_RATE_PER_SECOND,
+    confirmAbove: input.confirm ? null : REPLAY_CONFIRM_ABOVE,
+    max: REPLAY_MAX_PER_REQUEST,
+    ids: deliveryIds(deps, now),
+  });
+  if (result === 'not_found') throw new ApiError('not_found', 'No such endpoint.');
+  const day = await deps.store.attemptStats({ endpointId: id, since: now - 24 * HOUR });
+  const estimate = (n: number) =>
+    estimateDrainSeconds({
+      backlog: n,
+      effectiveCap: endpoint.maxConcurrency,
+      p50LatencyMs: percentile(day.consumerMs, 0.5),
+      replayRatePerSecond: REPLAY_RATE_PER_SECOND,
+    });
+  if (result.created === 0 && replayNeedsConfirmation(result.matched, input.confirm)) {
+    const count = Math.min(result.matched, REPLAY_MAX_PER_REQUEST);
+    throw new ApiError(
+      'confirmation_required',
+      `This replays ${count} deliveries; send "confirm": true to go ahead.`,
+      { count, matched: result.matched, estimated_seconds: estimate(count) },
+    );
+  }
+  const replayId = newId('replay', now, deps.random.bytes(10));
+  const answer = {
+    id: replayId,
+    endpoint_id: id,
+    status: input.statuses,
+    since: iso(input.since),
+    until: iso(until),
+    matched: result.matched,
+    count: result.created,
+    remaining: result.matched - result.created,
+    first_due_at: iso(result.firstDueAt),
+    last_due_at: iso(result.lastDueAt),
+    rate_per_second: REPLAY_RATE_PER_SECOND,
+    estimated_seconds: estimate(result.created),
+    created_at: iso(now),
+  };
+  // The audit trail records changes: a request that matched nothing made none.
+  if (result.created === 0) return answer;
+  await audit(deps, {
+    tenantId,
+    principal,
+    action: 'endpoint.replayed',
+    targetType: 'endpoint',
+    targetId: id,
+    details: {
+      replay_id: replayId,
+      status: input.statuses,
+      since: answer.since,
+      until: answer.until,
+      matched: result.matched,
+      count: result.created,
+    },
+  });
+  return answer;
 }

@@ -4,6 +4,7 @@
  */
 
 import type { LaneMoveKind, LaneThresholds } from '../domain/lanes.ts';
+import type { ReplayableStatus } from '../domain/replay.ts';
 import type {
   AttemptWindowStats,
   AuditRecord,
@@ -16,6 +17,14 @@ import type {
   NotificationRecord,
 } from './delivery-store.ts';
 import type { ListParams, Page } from './store.ts';
+
+export interface BulkReplayResult {
+  matched: number;
+  created: number;
+  /** Due times of the first and last replay created; null when none was. */
+  firstDueAt: number | null;
+  lastDueAt: number | null;
+}
 
 /** An endpoint's lane as the health API shows it. */
 export interface LaneState {
@@ -82,6 +91,27 @@ export interface OperationsStore {
     now: number;
     ids: DeliveryIdFactory;
   }): Promise<DeliveryRecord | 'not_found' | 'endpoint_gone'>;
+
+  /**
+   * Bulk replay of one endpoint (POST /v1/endpoints/:id/replay; domain/replay.ts). Matches: the endpoint's
+   * deliveries with a status in `statuses`, created in [since, until), whose event type the endpoint still
+   * subscribes to, and not replayed before (no delivery names them as `replayed_from`). When more than
+   * `confirmAbove` match (null: no limit) nothing is created; otherwise, in one transaction, a replay of each of the
+   * oldest `max` (by event sequence), the k-th due at replayDueAt(replayStart(now, the latest due time of the
+   * endpoint's pending replays), k). 'not_found': the tenant has no such live endpoint.
+   */
+  deliveryReplayBulk(p: {
+    endpointId: string;
+    tenantId: string;
+    statuses: ReplayableStatus[];
+    since: number | null;
+    until: number;
+    now: number;
+    ratePerSecond: number;
+    confirmAbove: number | null;
+    max: number;
+    ids: DeliveryIdFactory;
+  }): Promise<BulkReplayResult | 'not_found'>;
 
   auditAppend(p: { record: AuditRecord }): Promise<void>;
   /** Oldest first when `ascending` (exports), newest first otherwise. */

@@ -222,15 +222,29 @@ describe.each(STORE_KINDS)('outage journey on %s', (kind) => {
     await settle(j);
     expect((await a.health(endpointId)).concurrency.effective).toBe(10);
 
-    // Catch-up: replay every dead letter (same webhook-id), then let everything drain.
-    for (const d of (await a.deliveries(endpointId)).filter((x) => x.status === 'dead')) {
-      const r = await j.t.request({
-        method: 'POST',
-        url: `/v1/deliveries/${d.id}/replay`,
-        token: j.tenantKey,
+    // Catch-up: replay every dead letter in one request (same webhook-ids, rate-capped), then let everything drain.
+    const deadLetters = (await a.deliveries(endpointId)).filter((x) => x.status === 'dead');
+    expect(deadLetters.length).toBeGreaterThan(0);
+    const replay = (body: object) =>
+      j.t.request({ method: 'POST', url: `/v1/endpoints/${endpointId}/replay`, token: j.tenantKey, body });
+    let r = await replay({});
+    if (deadLetters.length > 100) {
+      expect(r.status).toBe(409);
+      expect(r.body.error).toMatchObject({
+        code: 'confirmation_required',
+        details: { count: deadLetters.length },
       });
-      expect(r.status).toBe(202);
+      r = await replay({ confirm: true });
     }
+    expect(r.status).toBe(202);
+    expect(r.body).toMatchObject({
+      matched: deadLetters.length,
+      count: deadLetters.length,
+      remaining: 0,
+      status: ['dead'],
+    });
+    // Asked again, there is nothing left to replay: each dead letter is replayed once.
+    expect((await replay({})).body).toMatchObject({ matched: 0, count: 0 });
     await advance(j, 3 * HOUR, 10 * MIN);
     j.ledger.push(...j.receiver.requests);
 

@@ -50,6 +50,7 @@ import {
 } from './delivery-store.ts';
 import { createPostgresLanes } from './lanes.ts';
 import { createPostgresNotifications } from './notifications-store.ts';
+import { createPostgresBulkReplay } from './replay.ts';
 
 interface AuditRow {
   id: string;
@@ -118,6 +119,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
   return {
     ...createPostgresLanes({ query, tx }),
     ...createPostgresNotifications({ query, tx }),
+    ...createPostgresBulkReplay({ query, tx }),
     async endpointRuntime({ endpointId }) {
       const res = await query<{ inflight: number; runtime: string | null }>(
         'SELECT inflight, runtime FROM endpoint_queue WHERE endpoint_id = $1',

@@ -23,6 +23,7 @@ import type {
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { deliveryFromRow, endpointFromRow } from './delivery-store.ts';
 import { createSqliteLanes } from './lanes.ts';
+import { createSqliteBulkReplay } from './replay.ts';
 import { page } from './rows.ts';
 
 type Row = Record<string, unknown>;
@@ -150,6 +151,7 @@ export function createSqliteOperationsStore(
 
   return {
     ...createSqliteLanes(db, st),
+    ...createSqliteBulkReplay(db, st, refreshDue),
     async endpointRuntime({ endpointId }) {
       const r = st('SELECT inflight, runtime FROM endpoint_queue WHERE endpoint_id = ?').get(endpointId) as
         | Row

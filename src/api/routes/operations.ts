@@ -13,12 +13,22 @@ import {
   endpointHealth,
   type OperationsDeps,
   replayDelivery,
+  replayEndpoint,
 } from '../../app/endpoint-operations.ts';
 import { requireTenant } from '../../app/manage-endpoints.ts';
 import { ApiError } from '../../domain/errors.ts';
+import type { ReplayableStatus } from '../../domain/replay.ts';
 import type { AuditRecord, BacklogChoice, NotificationRecord } from '../../ports/delivery-store.ts';
 import type { ApiDeps } from '../build-api.ts';
-import { Delivery, EndpointEnable, EndpointEnabled, isoOrNull } from '../control-schemas.ts';
+import {
+  bodyOptional,
+  Delivery,
+  EndpointEnable,
+  EndpointEnabled,
+  EndpointReplay,
+  EndpointReplayed,
+  isoOrNull,
+} from '../control-schemas.ts';
 import { errorResponses, IdParams, iso, ListQuery, listOf } from '../schemas.ts';
 import { deliveryJson } from './deliveries.ts';
 import { endpointJson } from './endpoints.ts';
@@ -248,6 +258,49 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
       const tenantId = requireTenant(req.principal);
       const replay = await replayDelivery(deps, req.principal, tenantId, req.params.id);
       return reply.status(202).send(deliveryJson(replay));
+    },
+  );
+
+  app.post<{
+    Params: { id: string };
+    Body: { status?: ReplayableStatus[]; since?: string; until?: string; confirm?: boolean };
+  }>(
+    '/v1/endpoints/:id/replay',
+    {
+      preValidation: bodyOptional,
+      schema: {
+        summary:
+          "Replay an endpoint's dead letters (or other finished deliveries) in a time range, rate-capped",
+        description:
+          'Creates a new delivery with the original webhook-id for every matching delivery that was not replayed ' +
+          'before and whose event type the endpoint still subscribes to, oldest first, due at the per-endpoint ' +
+          'replay rate. More than 100 matches need `"confirm": true` (409 `confirmation_required` otherwise, with ' +
+          'the count and the estimated time; nothing changes). The body is optional: `{}` replays every dead ' +
+          'letter.',
+        tags: ['failure-handling'],
+        params: IdParams,
+        body: EndpointReplay,
+        response: { 202: EndpointReplayed, ...errorResponses(400, 401, 403, 404, 409, 415) },
+      },
+    },
+    async (req, reply) => {
+      const tenantId = requireTenant(req.principal);
+      const time = (field: 'since' | 'until') => {
+        const v = req.body[field];
+        if (v === undefined) return null;
+        const at = Date.parse(v);
+        if (!Number.isFinite(at)) {
+          throw new ApiError('validation_failed', `\`${field}\` must be an ISO-8601 time.`, { field });
+        }
+        return at;
+      };
+      const answer = await replayEndpoint(deps, req.principal, tenantId, req.params.id, {
+        statuses: req.body.status ?? ['dead'],
+        since: time('since'),
+        until: time('until'),
+        confirm: req.body.confirm === true,
+      });
+      return reply.status(202).send(answer);
     },
   );
 

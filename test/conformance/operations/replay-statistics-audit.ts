@@ -2,10 +2,10 @@
 import { describe, expect } from 'vitest';
 import type { AuditRecord, DeliveryRecord } from '../../../src/ports/delivery-store.ts';
 import { NOW } from '../store-conformance.ts';
-import { HOUR, id, ids, type OperationsSection, SECOND } from './harness.ts';
+import { DAY, HOUR, id, ids, type OperationsSection, SECOND } from './harness.ts';
 
 export function replayStatisticsAuditConformance({ h, test }: OperationsSection): void {
-  const { newTenant, newEndpoint, publish, lease, complete } = h;
+  const { newTenant, newEndpoint, publish, lease, complete, deliveriesOf } = h;
   describe('replay', () => {
     test('deliveryReplay: a new delivery with the same webhook-id; not_found; endpoint_gone', async () => {
       const t = await newTenant();
@@ -65,6 +65,92 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
       expect(await h.store.deliveryReplay({ id: original.id, tenantId: t.id, now: now + 3, ids })).toBe(
         'endpoint_gone',
       );
+    });
+
+    test('deliveryReplayBulk: filters, confirmation, rate-spaced due times, each delivery replayed once', async () => {
+      const t = await newTenant();
+      const other = await newTenant(NOW + 1);
+      const ep = await newEndpoint(t.id);
+      const ep2 = await newEndpoint(t.id);
+      const order = new Map((await publish(t.id, 5)).map((e, i) => [e.id, i]));
+      const leased = await lease(NOW + SECOND);
+      const mine = leased
+        .filter((l) => l.endpoint.id === ep.id)
+        .sort((a, b) => order.get(a.event.id)! - order.get(b.event.id)!);
+      const theirs = leased.filter((l) => l.endpoint.id === ep2.id);
+      const dead = { failure: 'retryable', next: { status: 'dead', reason: 'max_attempts' } } as const;
+      await complete(mine.slice(0, 3), NOW + 2 * SECOND, dead);
+      await complete(mine.slice(3), NOW + 2 * SECOND);
+      await complete(theirs, NOW + 2 * SECOND, dead);
+      const bulk = (o: Partial<Parameters<typeof h.store.deliveryReplayBulk>[0]> = {}) =>
+        h.store.deliveryReplayBulk({
+          endpointId: ep.id,
+          tenantId: t.id,
+          statuses: ['dead'],
+          since: null,
+          until: NOW + DAY,
+          now: NOW + HOUR,
+          ratePerSecond: 10,
+          confirmAbove: null,
+          max: 10_000,
+          ids,
+          ...o,
+        });
+
+      const matched = async (o: Parameters<typeof bulk>[0]) => {
+        const r = await bulk(o);
+        if (r === 'not_found') throw new Error('endpoint not found');
+        return r.matched;
+      };
+
+      // Above the confirmation threshold: counted, nothing created.
+      expect(await bulk({ confirmAbove: 2 })).toEqual({
+        matched: 3,
+        created: 0,
+        firstDueAt: null,
+        lastDueAt: null,
+      });
+      expect(await deliveriesOf(ep.id)).toHaveLength(5);
+      // The time range is [since, until) on the delivery's creation time.
+      expect(await matched({ since: NOW + 1 })).toBe(0);
+      expect(await matched({ until: NOW })).toBe(0);
+      expect(await matched({ statuses: ['delivered'], since: NOW, until: NOW + 1, confirmAbove: 0 })).toBe(2);
+
+      // The oldest first, at most `max`, due one interval (100 ms at 10/s) apart from now.
+      const T = NOW + HOUR;
+      expect(await bulk({ max: 2 })).toEqual({ matched: 3, created: 2, firstDueAt: T, lastDueAt: T + 100 });
+      const replays = (await deliveriesOf(ep.id, 'pending')).sort(
+        (a, b) => a.nextAttemptAt! - b.nextAttemptAt!,
+      );
+      expect(replays.map((d) => [d.replayedFrom, d.webhookId, d.nextAttemptAt, d.createdAt])).toEqual([
+        [mine[0]!.delivery.id, mine[0]!.delivery.webhookId, T, T],
+        [mine[1]!.delivery.id, mine[1]!.delivery.webhookId, T + 100, T],
+      ]);
+      // The next request replays the rest, after the endpoint's pending replays (one rate per endpoint).
+      expect(await bulk({ now: T + 1 })).toEqual({
+        matched: 1,
+        created: 1,
+        firstDueAt: T + 200,
+        lastDueAt: T + 200,
+      });
+      expect(await bulk({ now: T + 2 })).toEqual({
+        matched: 0,
+        created: 0,
+        firstDueAt: null,
+        lastDueAt: null,
+      });
+      // Due times hold: at T only the first replay is due.
+      expect((await lease(T)).map((l) => l.delivery.replayedFrom)).toEqual([mine[0]!.delivery.id]);
+
+      // The other endpoint's dead letters were untouched; once unsubscribed from their type, none match.
+      expect(await deliveriesOf(ep2.id, 'dead')).toHaveLength(5);
+      expect(await matched({ endpointId: ep2.id, confirmAbove: 100 })).toBe(5);
+      await h.store.endpointUpdate({ id: ep2.id, tenantId: t.id, patch: { eventTypes: ['x.*'] }, now: T });
+      expect(await matched({ endpointId: ep2.id })).toBe(0);
+      // Another tenant's endpoint, or a deleted one: not found.
+      expect(await bulk({ tenantId: other.id })).toBe('not_found');
+      await h.store.endpointDelete({ id: ep.id, tenantId: t.id, now: T + 3 });
+      expect(await bulk({ now: T + 4 })).toBe('not_found');
     });
 
     test('deliveryReplay to a disabled endpoint waits until it is enabled', async () => {

@@ -1,0 +1,75 @@
+/**
+ * Bulk replay on PostgreSQL (OperationsStore.deliveryReplayBulk; the rules are domain/replay.ts). Locks as the
+ * single replay does (the tenant gate shared, the endpoint row FOR SHARE, then the queue row), except that the queue
+ * row is locked before the matches are read: two bulk replays of one endpoint then run one after the other, and the
+ * second's read (a later statement, so a later snapshot) sees the first's replays (`deliveries_replayed`, migration
+ * 0010) and skips their originals.
+ */
+import { matchesEventType } from '../../domain/event-types.ts';
+import { replayDueAt, replayStart } from '../../domain/replay.ts';
+import type { OperationsStore } from '../../ports/operations-store.ts';
+import { lockTenantGatesShared, type PostgresDeliveryStoreDeps } from './delivery-store.ts';
+
+export function createPostgresBulkReplay({
+  tx,
+}: PostgresDeliveryStoreDeps): Pick<OperationsStore, 'deliveryReplayBulk'> {
+  return {
+    async deliveryReplayBulk(p) {
+      return tx(async (c) => {
+        await lockTenantGatesShared(c, [p.tenantId]);
+        const ep = await c.query<{ event_types: string; status: string }>(
+          `SELECT event_types, status FROM endpoints WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL
+           FOR SHARE`,
+          [p.endpointId, p.tenantId],
+        );
+        const endpoint = ep.rows[0];
+        if (!endpoint) return 'not_found' as const;
+        await c.query('SELECT 1 FROM endpoint_queue WHERE endpoint_id = $1 FOR UPDATE', [p.endpointId]);
+        const latest = await c.query<{ at: string | number | null }>(
+          `SELECT max(next_attempt_at) AS at FROM deliveries
+            WHERE endpoint_id = $1 AND status = 'pending' AND replayed_from IS NOT NULL`,
+          [p.endpointId],
+        );
+        const subscribed = JSON.parse(endpoint.event_types) as string[];
+        const candidates = await c.query<{ id: string; event_type: string }>(
+          `SELECT d.id, d.event_type FROM deliveries d
+            WHERE d.endpoint_id = $1 AND d.status = ANY($2::text[]) AND d.created_at >= $3 AND d.created_at < $4
+              AND NOT EXISTS (SELECT 1 FROM deliveries r WHERE r.replayed_from = d.id)
+            ORDER BY d.event_seq, d.id`,
+          [p.endpointId, p.statuses, p.since ?? Number.MIN_SAFE_INTEGER, p.until],
+        );
+        const matches = candidates.rows.filter((r) => matchesEventType(subscribed, r.event_type));
+        const none = { matched: matches.length, created: 0, firstDueAt: null, lastDueAt: null };
+        if (matches.length === 0 || (p.confirmAbove !== null && matches.length > p.confirmAbove)) return none;
+        const start = replayStart(
+          p.now,
+          latest.rows[0]?.at == null ? null : Number(latest.rows[0].at),
+          p.ratePerSecond,
+        );
+        const take = matches.slice(0, p.max);
+        const due = take.map((_, k) => replayDueAt(start, k, p.ratePerSecond));
+        await c.query(
+          `WITH replayed AS (
+             INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id,
+                webhook_id, status, attempts, next_attempt_at, replayed_from, created_at, updated_at)
+             SELECT u.new_id, o.tenant_id, o.endpoint_id, o.event_id, o.event_seq, o.event_type, o.resource_id,
+                    o.webhook_id, 'pending', 0, u.due, o.id, $4, $4
+               FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(new_id, orig_id, due)
+               JOIN deliveries o ON o.id = u.orig_id)
+           UPDATE endpoint_queue q SET next_due_at = LEAST(COALESCE(q.next_due_at, $6), $6)
+            WHERE q.endpoint_id = $5 AND $7::boolean`,
+          [
+            take.map(() => p.ids.delivery()),
+            take.map((m) => m.id),
+            due,
+            p.now,
+            p.endpointId,
+            due[0],
+            endpoint.status === 'enabled',
+          ],
+        );
+        return { matched: matches.length, created: take.length, firstDueAt: start, lastDueAt: due.at(-1)! };
+      });
+    },
+  };
+}

@@ -1,0 +1,72 @@
+/**
+ * Bulk replay on SQLite (OperationsStore.deliveryReplayBulk; the rules are domain/replay.ts). One IMMEDIATE
+ * transaction finds the matches and creates the replays, so two requests cannot both replay one delivery: the
+ * second sees the first's replays (`deliveries_replayed`, migration 0011) and skips their originals.
+ */
+import type Database from 'better-sqlite3';
+import { matchesEventType } from '../../domain/event-types.ts';
+import { replayDueAt, replayStart } from '../../domain/replay.ts';
+import type { BulkReplayResult, OperationsStore } from '../../ports/operations-store.ts';
+import type { RefreshDue } from './queue-due.ts';
+import type { Row, St } from './rows.ts';
+
+// Oldest first by event sequence; `deliveries_endpoint` walks the endpoint's deliveries, the replay index answers
+// the NOT EXISTS with one probe each.
+const MATCHES = (statuses: number) => `
+  SELECT d.id, d.event_type FROM deliveries d
+   WHERE d.endpoint_id = ? AND d.status IN (${Array(statuses).fill('?').join(', ')})
+     AND d.created_at >= ? AND d.created_at < ?
+     AND NOT EXISTS (SELECT 1 FROM deliveries r WHERE r.replayed_from = d.id)
+   ORDER BY d.event_seq, d.id`;
+
+const INSERT_REPLAY = `
+  INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id,
+     status, attempts, next_attempt_at, replayed_from, created_at, updated_at)
+  SELECT ?, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id,
+         'pending', 0, ?, id, ?, ?
+    FROM deliveries WHERE id = ?`;
+
+const LATEST_PENDING_REPLAY = `
+  SELECT max(next_attempt_at) AS at FROM deliveries
+   WHERE endpoint_id = ? AND status = 'pending' AND replayed_from IS NOT NULL`;
+
+type BulkInput = Parameters<OperationsStore['deliveryReplayBulk']>[0];
+
+export function createSqliteBulkReplay(
+  db: Database.Database,
+  st: St,
+  refreshDue: RefreshDue,
+): Pick<OperationsStore, 'deliveryReplayBulk'> {
+  const run = db.transaction((p: BulkInput): BulkReplayResult | 'not_found' => {
+    const ep = st(
+      'SELECT event_types FROM endpoints WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL',
+    ).get(p.endpointId, p.tenantId) as Row | undefined;
+    if (!ep) return 'not_found';
+    const subscribed = JSON.parse(ep.event_types as string) as string[];
+    const candidates = st(MATCHES(p.statuses.length)).all(
+      p.endpointId,
+      ...p.statuses,
+      p.since ?? Number.MIN_SAFE_INTEGER,
+      p.until,
+    ) as Array<{ id: string; event_type: string }>;
+    const matches = candidates.filter((c) => matchesEventType(subscribed, c.event_type));
+    const none = { matched: matches.length, created: 0, firstDueAt: null, lastDueAt: null };
+    if (matches.length === 0 || (p.confirmAbove !== null && matches.length > p.confirmAbove)) return none;
+    const latest = st(LATEST_PENDING_REPLAY).get(p.endpointId) as { at: number | null };
+    const start = replayStart(p.now, latest.at, p.ratePerSecond);
+    const insert = st(INSERT_REPLAY);
+    const take = matches.slice(0, p.max);
+    let dueAt = start;
+    for (let k = 0; k < take.length; k++) {
+      dueAt = replayDueAt(start, k, p.ratePerSecond);
+      insert.run(p.ids.delivery(), dueAt, p.now, p.now, take[k]!.id);
+    }
+    refreshDue(p.endpointId);
+    return { matched: matches.length, created: take.length, firstDueAt: start, lastDueAt: dueAt };
+  });
+  return {
+    async deliveryReplayBulk(p) {
+      return run.immediate(p);
+    },
+  };
+}

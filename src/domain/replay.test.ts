@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import {
+  REPLAY_CONFIRM_ABOVE,
+  REPLAY_RATE_PER_SECOND,
+  replayDueAt,
+  replayNeedsConfirmation,
+  replayStart,
+} from './replay.ts';
+
+const T = Date.UTC(2026, 11, 3, 12, 0);
+
+describe('replay schedule', () => {
+  it('starts now, or one interval after the last pending replay when that is later', () => {
+    expect(replayStart(T, null, 10)).toBe(T);
+    expect(replayStart(T, T - 5_000, 10)).toBe(T);
+    expect(replayStart(T, T - 100, 10)).toBe(T);
+    expect(replayStart(T, T - 99, 10)).toBe(T + 1);
+    expect(replayStart(T, T + 60_000, 10)).toBe(T + 60_100);
+    // A rate that does not divide a second rounds the interval up, never below the rate.
+    expect(replayStart(T, T, 3)).toBe(T + 334);
+  });
+
+  it('spaces replays at the rate: k / rate seconds after the start', () => {
+    expect([0, 1, 2, 9, 10, 11].map((k) => replayDueAt(T, k, 10) - T)).toEqual([
+      0, 100, 200, 900, 1000, 1100,
+    ]);
+    expect([0, 1, 2, 3].map((k) => replayDueAt(T, k, 3) - T)).toEqual([0, 333, 666, 1000]);
+    // Never more than `rate` due in any one-second window.
+    const due = Array.from({ length: 1_000 }, (_, k) => replayDueAt(T, k, REPLAY_RATE_PER_SECOND));
+    for (let i = REPLAY_RATE_PER_SECOND; i < due.length; i++) {
+      expect(due[i]! - due[i - REPLAY_RATE_PER_SECOND]!).toBeGreaterThanOrEqual(1000);
+    }
+    // Two requests back to back keep the one rate across the seam.
+    const first = Array.from({ length: 25 }, (_, k) => replayDueAt(T, k, 10));
+    const start = replayStart(T + 5, first.at(-1)!, 10);
+    const second = Array.from({ length: 25 }, (_, k) => replayDueAt(start, k, 10));
+    const all = [...first, ...second];
+    for (let i = 10; i < all.length; i++) expect(all[i]! - all[i - 10]!).toBeGreaterThanOrEqual(1000);
+  });
+
+  it('refuses a rate that is not positive and a negative or fractional index', () => {
+    expect(() => replayStart(T, null, 0)).toThrow(RangeError);
+    expect(() => replayDueAt(T, 0, Number.NaN)).toThrow(RangeError);
+    expect(() => replayDueAt(T, -1, 10)).toThrow(RangeError);
+    expect(() => replayDueAt(T, 1.5, 10)).toThrow(RangeError);
+  });
+
+  it('asks for confirmation above the threshold only, unless confirmed', () => {
+    expect(replayNeedsConfirmation(REPLAY_CONFIRM_ABOVE, false)).toBe(false);
+    expect(replayNeedsConfirmation(REPLAY_CONFIRM_ABOVE + 1, false)).toBe(true);
+    expect(replayNeedsConfirmation(REPLAY_CONFIRM_ABOVE + 1, true)).toBe(false);
+    expect(replayNeedsConfirmation(0, false)).toBe(false);
+  });
+});

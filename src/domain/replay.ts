@@ -1,0 +1,55 @@
+/**
+ * Bulk replay (ADR-10, PRODUCT.md §3 and §6): which finished deliveries may be sent again, when each replay comes
+ * due, and when the caller must confirm. Pure: the store finds the matches, this decides the rest.
+ *
+ * A replay is a new delivery of the same event to the same endpoint with the original `webhook-id`. Replays are
+ * rate-capped per endpoint by their due times rather than by a separate queue: the k-th replay of a request comes
+ * due `k / rate` seconds after the start, and a request starts after the last replay the endpoint still has pending,
+ * so two requests share one rate. The endpoint's first attempts keep flowing in between (they are due at once and
+ * compete for the same slots), which is what keeps a large replay from starving them.
+ */
+
+/** Replays per second per endpoint (PRODUCT.md §6). */
+export const REPLAY_RATE_PER_SECOND = 10;
+/** Above this many matches a bulk replay needs `"confirm": true` (409 `confirmation_required` otherwise). */
+export const REPLAY_CONFIRM_ABOVE = 100;
+/**
+ * Replays created by one request at most, oldest first; the rest are the next request's (a delivery replayed once
+ * no longer matches). Bounds one transaction: on SQLite it holds the write lock every other writer waits for.
+ */
+export const REPLAY_MAX_PER_REQUEST = 10_000;
+
+/** What a bulk replay may pick: finished deliveries. Cancelled ones never (an acknowledged unsubscribe binds). */
+export const REPLAYABLE_STATUSES = ['dead', 'delivered', 'skipped'] as const;
+export type ReplayableStatus = (typeof REPLAYABLE_STATUSES)[number];
+
+/**
+ * When the first replay of a request comes due: now, or one interval after the latest due time among the
+ * endpoint's pending replays if that is later (so concurrent and back-to-back requests keep the one rate).
+ */
+export function replayStart(
+  now: number,
+  latestPendingReplayDueAt: number | null,
+  ratePerSecond: number,
+): number {
+  assertRate(ratePerSecond);
+  if (latestPendingReplayDueAt === null) return now;
+  return Math.max(now, latestPendingReplayDueAt + Math.ceil(1000 / ratePerSecond));
+}
+
+/** The due time of the k-th replay (0-based) of a request starting at `start`: k / rate seconds later, in ms. */
+export function replayDueAt(start: number, k: number, ratePerSecond: number): number {
+  assertRate(ratePerSecond);
+  if (!Number.isSafeInteger(k) || k < 0) throw new RangeError('k must be an integer >= 0');
+  return start + Math.floor((k * 1000) / ratePerSecond);
+}
+
+/** Whether a request matching `matched` deliveries must be confirmed first. */
+export const replayNeedsConfirmation = (matched: number, confirmed: boolean) =>
+  !confirmed && matched > REPLAY_CONFIRM_ABOVE;
+
+function assertRate(ratePerSecond: number) {
+  if (!(Number.isFinite(ratePerSecond) && ratePerSecond > 0)) {
+    throw new RangeError('ratePerSecond must be a finite number > 0');
+  }
+}
