@@ -160,6 +160,46 @@ describe.each(STORE_KINDS)('delivery on %s', (kind) => {
     expect(attempts[2].status_code).toBe(200);
   });
 
+  it('reads at most 64 KiB of an answer and keeps its first 4 KiB: a huge body and an endless slow one', async () => {
+    const ep = await endpoint('/big', ['big.test']);
+    // One answer of 1 MiB at once; one that drips 1 KiB every 5 ms and never ends (cut once 64 KiB are in).
+    receiver.answer((_req, nth) =>
+      nth === 1
+        ? { status: 200, body: Buffer.alloc(1024 * 1024, 'h') }
+        : { drip: { bytes: 1024, everyMs: 5 }, status: 200 },
+    );
+    await send('big.test', { n: 1 });
+    await waitFor(() => receiver.received('/big').length === 1);
+    await send('big.test', { n: 2 });
+    const ds = await waitFor(async () => {
+      const all = await deliveries(ep.id);
+      return all.length === 2 && all.every((d) => d.status === 'delivered') ? all : null;
+    });
+    const inspected = [];
+    for (const d of ds) {
+      const list = await t.request({
+        method: 'GET',
+        url: `/v1/deliveries/${d.id}/attempts`,
+        token: tenant.tenant_key,
+      });
+      expect(list.body.data).toHaveLength(1);
+      const a = await t.request({
+        method: 'GET',
+        url: `/v1/attempts/${list.body.data[0].id}`,
+        token: tenant.tenant_key,
+      });
+      inspected.push(a.body);
+    }
+    const bodies = inspected.map((a) => Buffer.from(a.response.body_base64, 'base64'));
+    expect(bodies.map((b) => b.length)).toEqual([4096, 4096]);
+    expect(bodies.map((b) => String.fromCharCode(b[0]!)).sort()).toEqual(['a', 'h']);
+    for (const a of inspected) expect(a).toMatchObject({ outcome: 'delivered', response: { status: 200 } });
+    // The endless one was cut after ~64 KiB at 1 KiB per 5 ms: well under the 15 s attempt limit.
+    const dripped = inspected.find((a) => a.response.body_base64.startsWith('YWFh'))!;
+    expect(dripped.timings.consumer_ms).toBeLessThan(10_000);
+    expect(receiver.received('/big')).toHaveLength(2);
+  });
+
   it('dead-letters a permanent failure at once, never retrying it', async () => {
     const ep = await endpoint('/gone', ['gone.test']);
     receiver.answer(() => ({ status: 410, body: 'gone' }));
