@@ -343,7 +343,9 @@ const Timings = Type.Object({
     description: 'Hookrail before the request was on the wire (signing, connect).',
   }),
   consumer_ms: Type.Union([Type.Integer(), Type.Null()], {
-    description: 'Request on the wire until response headers; null without a response.',
+    description:
+      'Request on the wire until the answer was read (headers and body, at most 64 KiB of it); null without a ' +
+      'response.',
   }),
 });
 

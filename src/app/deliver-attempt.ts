@@ -177,7 +177,9 @@ function attemptCompletion(
       queueMs: Math.max(0, startedAt - dueAt),
       // Platform time: everything of ours before the request was on the wire (signing, secret lookup, connect).
       platformMs: Math.max(0, wireAt - startedAt),
-      consumerMs: t.responseAt !== null && t.wireAt !== null ? Math.max(0, t.responseAt - t.wireAt) : null,
+      // Consumer time: on the wire until the answer was read, body included (a body dripped slowly is the
+      // consumer's time too; reading stops at 64 KiB).
+      consumerMs: t.responseAt !== null && t.wireAt !== null ? Math.max(0, t.finishedAt - t.wireAt) : null,
     },
   };
 }

@@ -29,6 +29,7 @@ export interface SendTimings {
   wireAt: number | null;
   /** When the final response's headers arrived; null without a response. */
   responseAt: number | null;
+  /** When the exchange ended: the final response's body read (or cut at 64 KiB), or the failure. */
   finishedAt: number;
 }
 

@@ -194,9 +194,8 @@ describe.each(STORE_KINDS)('delivery on %s', (kind) => {
     expect(bodies.map((b) => b.length)).toEqual([4096, 4096]);
     expect(bodies.map((b) => String.fromCharCode(b[0]!)).sort()).toEqual(['a', 'h']);
     for (const a of inspected) expect(a).toMatchObject({ outcome: 'delivered', response: { status: 200 } });
-    // The endless one was cut after ~64 KiB at 1 KiB per 5 ms: well under the 15 s attempt limit.
-    const dripped = inspected.find((a) => a.response.body_base64.startsWith('YWFh'))!;
-    expect(dripped.timings.consumer_ms).toBeLessThan(10_000);
+    // (The time the endless one took is in the consumer's part of the split: src/app/deliver-attempt.test.ts, on a
+    // real clock; this app runs on a fake one.)
     expect(receiver.received('/big')).toHaveLength(2);
   });
 
