@@ -17,7 +17,7 @@ import {
 } from '../../app/endpoint-operations.ts';
 import { requireTenant } from '../../app/manage-endpoints.ts';
 import { ApiError } from '../../domain/errors.ts';
-import type { ReplayableStatus } from '../../domain/replay.ts';
+import { REPLAY_CONFIRM_ABOVE, REPLAY_RATE_PER_SECOND, type ReplayableStatus } from '../../domain/replay.ts';
 import type { AuditRecord, BacklogChoice, NotificationRecord } from '../../ports/delivery-store.ts';
 import type { ApiDeps } from '../build-api.ts';
 import {
@@ -274,9 +274,9 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
         description:
           'Creates a new delivery with the original webhook-id for every matching delivery that was not replayed ' +
           'before and whose event type the endpoint still subscribes to, oldest first, due at the per-endpoint ' +
-          'replay rate. More than 100 matches need `"confirm": true` (409 `confirmation_required` otherwise, with ' +
-          'the count and the estimated time; nothing changes). The body is optional: `{}` replays every dead ' +
-          'letter.',
+          `replay rate (${REPLAY_RATE_PER_SECOND}/s). More than ${REPLAY_CONFIRM_ABOVE} matches need ` +
+          '`"confirm": true` (409 `confirmation_required` otherwise, with the count and the estimated time; nothing ' +
+          'changes). The body is optional: `{}` replays every dead letter.',
         tags: ['failure-handling'],
         params: IdParams,
         body: EndpointReplay,
