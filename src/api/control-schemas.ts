@@ -20,9 +20,10 @@ import {
   MAX_ROTATION_OVERLAP_SECONDS,
   MAX_URL_LENGTH,
 } from '../app/manage-endpoints.ts';
+import { EVENT_TYPE_MAX, EVENT_TYPE_PATTERN } from '../domain/event-rules.ts';
 import { MAX_EVENT_TYPE_FILTERS } from '../domain/event-types.ts';
 import { REPLAY_CONFIRM_ABOVE, REPLAY_MAX_PER_REQUEST, REPLAYABLE_STATUSES } from '../domain/replay.ts';
-import { iso, ListQuery, Timestamp } from './schemas.ts';
+import { EventAccepted, iso, ListQuery, Timestamp } from './schemas.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Endpoints and secrets
@@ -436,3 +437,31 @@ export const RetrySchedule = Type.Object({
 });
 
 export const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms));
+
+export const TestEventRequest = Type.Object(
+  {
+    type: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: EVENT_TYPE_MAX,
+        pattern: EVENT_TYPE_PATTERN,
+        description: 'The event type (default `hookrail.test`); the endpoint need not subscribe to it.',
+      }),
+    ),
+    data: Type.Optional(
+      Type.Object(
+        {},
+        {
+          additionalProperties: true,
+          description: 'The event data (default: a short message naming the endpoint); delivered verbatim.',
+        },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const TestEventSent = Type.Object({
+  event: EventAccepted,
+  delivery: Delivery,
+});

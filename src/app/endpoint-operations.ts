@@ -6,6 +6,7 @@
 import { effectiveCircuitState, nextProbeAt } from '../domain/circuit-breaker.ts';
 import { assessHealth, estimateDrainSeconds } from '../domain/endpoint-health.ts';
 import { ApiError } from '../domain/errors.ts';
+import { jsonDepth, MAX_JSON_DEPTH } from '../domain/event-rules.ts';
 import { newId } from '../domain/ids.ts';
 import { laneKind } from '../domain/lanes.ts';
 import { effectiveCap, rampEndsAt } from '../domain/ramp.ts';
@@ -323,4 +324,57 @@ export async function replayEndpoint(
     },
   });
   return answer;
+}
+
+/** The type of a test event when the request names none. */
+export const TEST_EVENT_TYPE = 'hookrail.test';
+
+/**
+ * POST /v1/endpoints/:id/test: an event recorded for this endpoint alone and delivered to it through the normal
+ * delivery path (signed, retried, in the attempt log), whatever its subscriptions; no other endpoint receives it.
+ */
+export async function sendTestEvent(
+  deps: OperationsDeps,
+  principal: Principal,
+  tenantId: string,
+  id: string,
+  input: { type?: string | undefined; data?: Record<string, unknown> | undefined },
+) {
+  const data = input.data ?? { message: 'A test event from Hookrail.', endpoint_id: id };
+  if (jsonDepth(data) > MAX_JSON_DEPTH) {
+    throw new ApiError('validation_failed', `data is nested deeper than ${MAX_JSON_DEPTH} levels.`, {
+      field: 'data',
+    });
+  }
+  const now = deps.clock.now();
+  const event = {
+    id: newId('event', now, deps.random.bytes(10)),
+    tenantId,
+    type: input.type ?? TEST_EVENT_TYPE,
+    resourceId: null,
+    data: JSON.stringify(data),
+    idempotencyKey: null,
+    requestHash: null,
+    createdAt: now,
+  };
+  const delivery = await deps.store.endpointTestEvent({
+    endpointId: id,
+    tenantId,
+    event,
+    now,
+    ids: deliveryIds(deps, now),
+  });
+  if (delivery === 'not_found') throw new ApiError('not_found', 'No such endpoint.');
+  if (delivery === 'disabled') {
+    throw new ApiError('conflict', 'The endpoint is disabled: enable it, then send a test event.');
+  }
+  await audit(deps, {
+    tenantId,
+    principal,
+    action: 'endpoint.test_sent',
+    targetType: 'endpoint',
+    targetId: id,
+    details: { event_id: event.id, delivery_id: delivery.id },
+  });
+  return { event, delivery };
 }

@@ -16,7 +16,7 @@ import type {
   EndpointRuntimeView,
   NotificationRecord,
 } from './delivery-store.ts';
-import type { ListParams, Page } from './store.ts';
+import type { ListParams, NewEvent, Page } from './store.ts';
 
 export interface BulkReplayResult {
   matched: number;
@@ -112,6 +112,21 @@ export interface OperationsStore {
     max: number;
     ids: DeliveryIdFactory;
   }): Promise<BulkReplayResult | 'not_found'>;
+
+  /**
+   * A test event for one endpoint (POST /v1/endpoints/:id/test), in one transaction: the event, recorded as
+   * addressed to that endpoint (`events.endpoint_id`), and its one delivery, due now. Fan-out never takes such an
+   * event, so no other endpoint receives it, whatever it subscribes to; the endpoint itself gets it whatever its
+   * own subscriptions say. 'not_found': the tenant has no such live endpoint; 'disabled': it is disabled. Neither
+   * writes anything.
+   */
+  endpointTestEvent(p: {
+    endpointId: string;
+    tenantId: string;
+    event: NewEvent;
+    now: number;
+    ids: DeliveryIdFactory;
+  }): Promise<DeliveryRecord | 'not_found' | 'disabled'>;
 
   auditAppend(p: { record: AuditRecord }): Promise<void>;
   /** Oldest first when `ascending` (exports), newest first otherwise. */

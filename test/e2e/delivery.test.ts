@@ -199,6 +199,83 @@ describe.each(STORE_KINDS)('delivery on %s', (kind) => {
     expect(receiver.received('/big')).toHaveLength(2);
   });
 
+  it('sends a test event to one endpoint alone, signed and recorded like any delivery', async () => {
+    const ep = await endpoint('/tested', ['order.*']);
+    const bystander = await endpoint('/bystander', ['*']);
+    const res = await t.request({
+      method: 'POST',
+      url: `/v1/endpoints/${ep.id}/test`,
+      token: tenant.tenant_key,
+    });
+    expect(res.status).toBe(202);
+    expect(res.body.event).toMatchObject({ id: expect.stringMatching(/^evt_/), type: 'hookrail.test' });
+    expect(res.body.delivery).toMatchObject({
+      endpoint_id: ep.id,
+      event_id: res.body.event.id,
+      status: 'pending',
+    });
+    const [got] = await waitFor(() => {
+      const r = receiver.received('/tested');
+      return r.length === 1 ? r : null;
+    });
+    verifyWithLibraries(ep.secret, got!);
+    expect(JSON.parse(got!.body.toString())).toMatchObject({
+      id: res.body.event.id,
+      type: 'hookrail.test',
+      data: { message: 'A test event from Hookrail.', endpoint_id: ep.id },
+    });
+    expect(got!.headers['webhook-id']).toBe(res.body.delivery.webhook_id);
+    await waitFor(async () => (await deliveries(ep.id))[0]?.status === 'delivered');
+    // A type and data of the caller's choosing; the endpoint need not subscribe to it, and nobody else gets it.
+    const custom = await t.request({
+      method: 'POST',
+      url: `/v1/endpoints/${ep.id}/test`,
+      token: tenant.tenant_key,
+      body: { type: 'invoice.paid', data: { amount: 42 } },
+    });
+    expect(custom.status).toBe(202);
+    await waitFor(() => receiver.received('/tested').length === 2);
+    expect(JSON.parse(receiver.received('/tested')[1]!.body.toString())).toMatchObject({
+      type: 'invoice.paid',
+      data: { amount: 42 },
+    });
+    // Later events still fan out as usual; the bystander (subscribed to everything) got only those.
+    await send('order.created', { n: 1 });
+    await waitFor(
+      () => receiver.received('/bystander').length === 1 && receiver.received('/tested').length === 3,
+    );
+    expect(receiver.received('/bystander').map((r) => JSON.parse(r.body.toString()).type)).toEqual([
+      'order.created',
+    ]);
+    // Bad input, another tenant's endpoint, a disabled endpoint: refused, nothing sent.
+    const bad = await t.request({
+      method: 'POST',
+      url: `/v1/endpoints/${ep.id}/test`,
+      token: tenant.tenant_key,
+      body: { type: 'not a type' },
+    });
+    expect(bad.status).toBe(400);
+    const other = (await t.request({ method: 'POST', url: '/v1/tenants', body: { name: 'Other' } })).body;
+    const foreign = await t.request({
+      method: 'POST',
+      url: `/v1/endpoints/${ep.id}/test`,
+      token: other.tenant_key,
+    });
+    expect(foreign.status).toBe(404);
+    await t.request({
+      method: 'POST',
+      url: `/v1/endpoints/${bystander.id}/disable`,
+      token: tenant.tenant_key,
+    });
+    const disabled = await t.request({
+      method: 'POST',
+      url: `/v1/endpoints/${bystander.id}/test`,
+      token: tenant.tenant_key,
+    });
+    expect(disabled.status).toBe(409);
+    expect(receiver.received('/bystander')).toHaveLength(1);
+  });
+
   it('dead-letters a permanent failure at once, never retrying it', async () => {
     const ep = await endpoint('/gone', ['gone.test']);
     receiver.answer(() => ({ status: 410, body: 'gone' }));

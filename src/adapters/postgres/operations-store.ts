@@ -51,6 +51,7 @@ import {
 import { createPostgresLanes } from './lanes.ts';
 import { createPostgresNotifications } from './notifications-store.ts';
 import { createPostgresBulkReplay } from './replay.ts';
+import { createPostgresTestEvents } from './test-event.ts';
 
 interface AuditRow {
   id: string;
@@ -120,6 +121,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
     ...createPostgresLanes({ query, tx }),
     ...createPostgresNotifications({ query, tx }),
     ...createPostgresBulkReplay({ query, tx }),
+    ...createPostgresTestEvents({ query, tx }),
     async endpointRuntime({ endpointId }) {
       const res = await query<{ inflight: number; runtime: string | null }>(
         'SELECT inflight, runtime FROM endpoint_queue WHERE endpoint_id = $1',

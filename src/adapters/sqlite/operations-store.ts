@@ -25,6 +25,7 @@ import { deliveryFromRow, endpointFromRow } from './delivery-store.ts';
 import { createSqliteLanes } from './lanes.ts';
 import { createSqliteBulkReplay } from './replay.ts';
 import { page } from './rows.ts';
+import { createSqliteTestEvents } from './test-event.ts';
 
 type Row = Record<string, unknown>;
 type St = (sql: string) => Database.Statement;
@@ -152,6 +153,7 @@ export function createSqliteOperationsStore(
   return {
     ...createSqliteLanes(db, st),
     ...createSqliteBulkReplay(db, st, refreshDue),
+    ...createSqliteTestEvents(db, st, refreshDue),
     async endpointRuntime({ endpointId }) {
       const r = st('SELECT inflight, runtime FROM endpoint_queue WHERE endpoint_id = ?').get(endpointId) as
         | Row

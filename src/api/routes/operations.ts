@@ -14,6 +14,7 @@ import {
   type OperationsDeps,
   replayDelivery,
   replayEndpoint,
+  sendTestEvent,
 } from '../../app/endpoint-operations.ts';
 import { requireTenant } from '../../app/manage-endpoints.ts';
 import { ApiError } from '../../domain/errors.ts';
@@ -28,6 +29,8 @@ import {
   EndpointReplay,
   EndpointReplayed,
   isoOrNull,
+  TestEventRequest,
+  TestEventSent,
 } from '../control-schemas.ts';
 import { errorResponses, IdParams, iso, ListQuery, listOf } from '../schemas.ts';
 import { deliveryJson } from './deliveries.ts';
@@ -301,6 +304,33 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
         confirm: req.body.confirm === true,
       });
       return reply.status(202).send(answer);
+    },
+  );
+
+  app.post<{ Params: { id: string }; Body: { type?: string; data?: Record<string, unknown> } }>(
+    '/v1/endpoints/:id/test',
+    {
+      preValidation: bodyOptional,
+      schema: {
+        summary: 'Send a test event to this endpoint alone, through the normal delivery path (tenant)',
+        description:
+          "Records an event for this endpoint only and creates its delivery at once: signed with the endpoint's " +
+          'secrets, retried on the schedule and recorded attempt by attempt like any other; follow it at ' +
+          '`GET /v1/deliveries/:id`. The endpoint receives it whatever it subscribes to; no other endpoint does. ' +
+          'A disabled endpoint answers 409. The body is optional.',
+        tags: ['failure-handling'],
+        params: IdParams,
+        body: TestEventRequest,
+        response: { 202: TestEventSent, ...errorResponses(400, 401, 403, 404, 409, 415) },
+      },
+    },
+    async (req, reply) => {
+      const tenantId = requireTenant(req.principal);
+      const { event, delivery } = await sendTestEvent(deps, req.principal, tenantId, req.params.id, req.body);
+      return reply.status(202).send({
+        event: { id: event.id, type: event.type, created_at: iso(event.createdAt) },
+        delivery: deliveryJson(delivery),
+      });
     },
   );
 

@@ -5,8 +5,79 @@ import { NOW } from '../store-conformance.ts';
 import { type DeliverySection, eventRecord, ids, SECOND, WINDOW } from './harness.ts';
 
 export function fanoutConformance({ h, test }: DeliverySection): void {
-  const { newTenant, newEndpoint, publish, deliveriesOf } = h;
+  const { newTenant, newEndpoint, publish, deliveriesOf, lease } = h;
   describe('fan-out', () => {
+    test('endpointTestEvent: one delivery, to that endpoint alone, which fan-out never adds to', async () => {
+      const t = await newTenant();
+      const other = await newTenant(NOW + 1);
+      const ep = await newEndpoint(t.id, { eventTypes: ['order.*'] });
+      const all = await newEndpoint(t.id, { eventTypes: ['*'] });
+      const at = NOW + SECOND;
+      const event = eventRecord(t.id, 'hookrail.test', at);
+      const d = await h.store.endpointTestEvent({ endpointId: ep.id, tenantId: t.id, event, now: at, ids });
+      expect(d).toMatchObject({
+        tenantId: t.id,
+        endpointId: ep.id,
+        eventId: event.id,
+        eventType: 'hookrail.test',
+        status: 'pending',
+        attempts: 0,
+        nextAttemptAt: at,
+        replayedFrom: null,
+      } satisfies Partial<DeliveryRecord>);
+      // Recorded like any event.
+      expect(await h.store.eventGet({ id: event.id, tenantId: t.id })).toMatchObject({
+        id: event.id,
+        type: 'hookrail.test',
+        data: event.data,
+      });
+      // Fan-out takes the events after it as usual, and never it: the endpoint subscribed to everything gets none.
+      await publish(t.id, ['order.created'], at + 1);
+      expect((await deliveriesOf(ep.id)).map((x) => x.eventType).sort()).toEqual([
+        'hookrail.test',
+        'order.created',
+      ]);
+      expect((await deliveriesOf(all.id)).map((x) => x.eventType)).toEqual(['order.created']);
+      // Leased with its event's data, like any delivery.
+      const leased = await lease({ now: at + 2 });
+      expect(leased.find((l) => l.delivery.id === (d as DeliveryRecord).id)?.event).toMatchObject({
+        id: event.id,
+        type: 'hookrail.test',
+        data: event.data,
+      });
+      // Another tenant's endpoint, a disabled one: nothing written.
+      const stray = eventRecord(other.id, 'hookrail.test', at + 3);
+      expect(
+        await h.store.endpointTestEvent({
+          endpointId: ep.id,
+          tenantId: other.id,
+          event: stray,
+          now: at + 3,
+          ids,
+        }),
+      ).toBe('not_found');
+      await h.store.endpointSetStatus({
+        id: all.id,
+        tenantId: t.id,
+        status: 'disabled',
+        reason: 'x',
+        now: at + 3,
+      });
+      const held = eventRecord(t.id, 'hookrail.test', at + 4);
+      expect(
+        await h.store.endpointTestEvent({
+          endpointId: all.id,
+          tenantId: t.id,
+          event: held,
+          now: at + 4,
+          ids,
+        }),
+      ).toBe('disabled');
+      expect(await h.store.eventGet({ id: stray.id, tenantId: null })).toBeNull();
+      expect(await h.store.eventGet({ id: held.id, tenantId: null })).toBeNull();
+      expect(await deliveriesOf(all.id)).toHaveLength(1);
+    });
+
     test('each pass matches against the endpoints as they are when it runs (created, changed, deleted)', async () => {
       const t = await newTenant();
       const a = await newEndpoint(t.id, { eventTypes: ['order.*'] });
