@@ -230,12 +230,13 @@ export const EndpointReplayed = Type.Object({
   status: Type.Array(ReplayStatus),
   since: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   until: Type.String({ format: 'date-time' }),
-  matched: Type.Integer({
-    description: 'Deliveries that matched the filter and had not been replayed before.',
+  count: Type.Integer({
+    description:
+      'Replays created now, oldest first: new deliveries with the original webhook-id, of deliveries that matched ' +
+      'the filter and had not been replayed before.',
   }),
-  count: Type.Integer({ description: 'Replays created now: new deliveries with the original webhook-id.' }),
-  remaining: Type.Integer({
-    description: `Matches left for another request (at most ${REPLAY_MAX_PER_REQUEST} replays are created per request, oldest first).`,
+  more: Type.Boolean({
+    description: `Whether more deliveries match: at most ${REPLAY_MAX_PER_REQUEST} are replayed per request; ask again for the rest.`,
   }),
   first_due_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   last_due_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),

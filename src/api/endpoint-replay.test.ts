@@ -141,14 +141,14 @@ describe.each(STORE_KINDS)('bulk replay API on %s', (kind) => {
     expect(asked.status).toBe(409);
     expect(asked.body.error).toMatchObject({
       code: 'confirmation_required',
-      details: { count: DEAD, matched: DEAD },
+      details: { count: DEAD, more: false },
     });
     // 105 replays at 10 per second take at least 10.5 s.
     expect(asked.body.error.details.estimated_seconds).toBeGreaterThanOrEqual(11);
     // A range that holds none of them needs no confirmation and replays nothing.
     const none = await replay({ until: new Date(createdAt).toISOString() });
     expect(none.status).toBe(202);
-    expect(none.body).toMatchObject({ matched: 0, count: 0, first_due_at: null, last_due_at: null });
+    expect(none.body).toMatchObject({ count: 0, more: false, first_due_at: null, last_due_at: null });
 
     const now = clock.now();
     const done = await replay({ confirm: true, status: ['dead'], since: new Date(createdAt).toISOString() });
@@ -159,9 +159,8 @@ describe.each(STORE_KINDS)('bulk replay API on %s', (kind) => {
       status: ['dead'],
       since: new Date(createdAt).toISOString(),
       until: new Date(now).toISOString(),
-      matched: DEAD,
       count: DEAD,
-      remaining: 0,
+      more: false,
       first_due_at: new Date(now).toISOString(),
       last_due_at: new Date(now + (DEAD - 1) * 100).toISOString(),
       rate_per_second: 10,
@@ -176,7 +175,7 @@ describe.each(STORE_KINDS)('bulk replay API on %s', (kind) => {
     expect(pending.body.data).toHaveLength(DEAD);
     for (const d of pending.body.data) expect(d.replayed_from).toMatch(/^dlv_/);
     // Nothing left to replay.
-    expect((await replay({ confirm: true })).body).toMatchObject({ matched: 0, count: 0 });
+    expect((await replay({ confirm: true })).body).toMatchObject({ count: 0, more: false });
     const audit = await t.request({ method: 'GET', url: '/v1/audit-events', token: tenant.key });
     // One record: the requests that replayed nothing changed nothing.
     const entries = audit.body.data.filter((e: { action: string }) => e.action === 'endpoint.replayed');
@@ -184,7 +183,7 @@ describe.each(STORE_KINDS)('bulk replay API on %s', (kind) => {
     expect(entries[0]).toMatchObject({
       target_type: 'endpoint',
       target_id: endpointId,
-      details: { replay_id: done.body.id, matched: DEAD, count: DEAD, status: ['dead'] },
+      details: { replay_id: done.body.id, count: DEAD, more: false, status: ['dead'] },
     });
   });
 });

@@ -282,12 +282,13 @@ export async function replayEndpoint(
       p50LatencyMs: percentile(day.consumerMs, 0.5),
       replayRatePerSecond: REPLAY_RATE_PER_SECOND,
     });
-  if (result.created === 0 && replayNeedsConfirmation(result.matched, input.confirm)) {
-    const count = Math.min(result.matched, REPLAY_MAX_PER_REQUEST);
+  if (result.created === 0 && replayNeedsConfirmation(result.found, input.confirm)) {
+    const count = result.found;
     throw new ApiError(
       'confirmation_required',
-      `This replays ${count} deliveries; send "confirm": true to go ahead.`,
-      { count, matched: result.matched, estimated_seconds: estimate(count) },
+      `This replays ${count} deliveries${result.more ? ' (and more match: ask again after)' : ''}; send ` +
+        '"confirm": true to go ahead.',
+      { count, more: result.more, estimated_seconds: estimate(count) },
     );
   }
   const replayId = newId('replay', now, deps.random.bytes(10));
@@ -297,9 +298,8 @@ export async function replayEndpoint(
     status: input.statuses,
     since: iso(input.since),
     until: iso(until),
-    matched: result.matched,
     count: result.created,
-    remaining: result.matched - result.created,
+    more: result.more,
     first_due_at: iso(result.firstDueAt),
     last_due_at: iso(result.lastDueAt),
     rate_per_second: REPLAY_RATE_PER_SECOND,
@@ -319,8 +319,8 @@ export async function replayEndpoint(
       status: input.statuses,
       since: answer.since,
       until: answer.until,
-      matched: result.matched,
       count: result.created,
+      more: result.more,
     },
   });
   return answer;

@@ -19,7 +19,10 @@ import type {
 import type { ListParams, NewEvent, Page } from './store.ts';
 
 export interface BulkReplayResult {
-  matched: number;
+  /** Matches found, oldest first, at most `max`. */
+  found: number;
+  /** Whether more match beyond those (the next request's). */
+  more: boolean;
   created: number;
   /** Due times of the first and last replay created; null when none was. */
   firstDueAt: number | null;
@@ -95,10 +98,12 @@ export interface OperationsStore {
   /**
    * Bulk replay of one endpoint (POST /v1/endpoints/:id/replay; domain/replay.ts). Matches: the endpoint's
    * deliveries with a status in `statuses`, created in [since, until), whose event type the endpoint still
-   * subscribes to, and not replayed before (no delivery names them as `replayed_from`). When more than
-   * `confirmAbove` match (null: no limit) nothing is created; otherwise, in one transaction, a replay of each of the
-   * oldest `max` (by event sequence), the k-th due at replayDueAt(replayStart(now, the latest due time of the
-   * endpoint's pending replays), k). 'not_found': the tenant has no such live endpoint.
+   * subscribes to, and not replayed before (no delivery names them as `replayed_from`). The oldest `max` are found
+   * (by delivery id, which is creation order), reading the endpoint's deliveries in pages and stopping once one
+   * more is seen, so a long history costs no more than the request can use. When more than `confirmAbove` are
+   * found (null: no limit) nothing is created; otherwise, in one transaction, a replay of each, the k-th due at
+   * replayDueAt(replayStart(now, the latest due time of the endpoint's pending replays), k). 'not_found': the
+   * tenant has no such live endpoint.
    */
   deliveryReplayBulk(p: {
     endpointId: string;

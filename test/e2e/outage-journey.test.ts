@@ -238,13 +238,12 @@ describe.each(STORE_KINDS)('outage journey on %s', (kind) => {
     }
     expect(r.status).toBe(202);
     expect(r.body).toMatchObject({
-      matched: deadLetters.length,
       count: deadLetters.length,
-      remaining: 0,
+      more: false,
       status: ['dead'],
     });
     // Asked again, there is nothing left to replay: each dead letter is replayed once.
-    expect((await replay({})).body).toMatchObject({ matched: 0, count: 0 });
+    expect((await replay({})).body).toMatchObject({ count: 0, more: false });
     await advance(j, 3 * HOUR, 10 * MIN);
     j.ledger.push(...j.receiver.requests);
 

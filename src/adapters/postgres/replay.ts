@@ -10,6 +10,8 @@ import { replayDueAt, replayStart } from '../../domain/replay.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { lockTenantGatesShared, type PostgresDeliveryStoreDeps } from './delivery-store.ts';
 
+const PAGE = 1_000;
+
 export function createPostgresBulkReplay({
   tx,
 }: PostgresDeliveryStoreDeps): Pick<OperationsStore, 'deliveryReplayBulk'> {
@@ -31,23 +33,36 @@ export function createPostgresBulkReplay({
           [p.endpointId],
         );
         const subscribed = JSON.parse(endpoint.event_types) as string[];
-        const candidates = await c.query<{ id: string; event_type: string }>(
-          `SELECT d.id, d.event_type FROM deliveries d
-            WHERE d.endpoint_id = $1 AND d.status = ANY($2::text[]) AND d.created_at >= $3 AND d.created_at < $4
-              AND NOT EXISTS (SELECT 1 FROM deliveries r WHERE r.replayed_from = d.id)
-            ORDER BY d.event_seq, d.id`,
-          [p.endpointId, p.statuses, p.since ?? Number.MIN_SAFE_INTEGER, p.until],
-        );
-        const matches = candidates.rows.filter((r) => matchesEventType(subscribed, r.event_type));
-        const none = { matched: matches.length, created: 0, firstDueAt: null, lastDueAt: null };
+        // Oldest first in pages of PAGE (keyset on the id, which is creation order), until one more than `max`.
+        const matches: string[] = [];
+        let more = false;
+        for (let after = ''; !more; ) {
+          const page = await c.query<{ id: string; event_type: string }>(
+            `SELECT d.id, d.event_type FROM deliveries d
+              WHERE d.endpoint_id = $1 AND d.id > $2 AND d.status = ANY($3::text[]) AND d.created_at >= $4
+                AND d.created_at < $5 AND NOT EXISTS (SELECT 1 FROM deliveries r WHERE r.replayed_from = d.id)
+              ORDER BY d.id LIMIT ${PAGE}`,
+            [p.endpointId, after, p.statuses, p.since ?? Number.MIN_SAFE_INTEGER, p.until],
+          );
+          for (const r of page.rows) {
+            if (!matchesEventType(subscribed, r.event_type)) continue;
+            if (matches.length === p.max) {
+              more = true;
+              break;
+            }
+            matches.push(r.id);
+          }
+          if (page.rows.length < PAGE) break;
+          after = page.rows[page.rows.length - 1]!.id;
+        }
+        const none = { found: matches.length, more, created: 0, firstDueAt: null, lastDueAt: null };
         if (matches.length === 0 || (p.confirmAbove !== null && matches.length > p.confirmAbove)) return none;
         const start = replayStart(
           p.now,
           latest.rows[0]?.at == null ? null : Number(latest.rows[0].at),
           p.ratePerSecond,
         );
-        const take = matches.slice(0, p.max);
-        const due = take.map((_, k) => replayDueAt(start, k, p.ratePerSecond));
+        const due = matches.map((_, k) => replayDueAt(start, k, p.ratePerSecond));
         await c.query(
           `WITH replayed AS (
              INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id,
@@ -59,8 +74,8 @@ export function createPostgresBulkReplay({
            UPDATE endpoint_queue q SET next_due_at = LEAST(COALESCE(q.next_due_at, $6), $6)
             WHERE q.endpoint_id = $5 AND $7::boolean`,
           [
-            take.map(() => p.ids.delivery()),
-            take.map((m) => m.id),
+            matches.map(() => p.ids.delivery()),
+            matches,
             due,
             p.now,
             p.endpointId,
@@ -68,7 +83,13 @@ export function createPostgresBulkReplay({
             endpoint.status === 'enabled',
           ],
         );
-        return { matched: matches.length, created: take.length, firstDueAt: start, lastDueAt: due.at(-1)! };
+        return {
+          found: matches.length,
+          more,
+          created: matches.length,
+          firstDueAt: start,
+          lastDueAt: due.at(-1)!,
+        };
       });
     },
   };

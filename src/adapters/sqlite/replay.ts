@@ -10,14 +10,15 @@ import type { BulkReplayResult, OperationsStore } from '../../ports/operations-s
 import type { RefreshDue } from './queue-due.ts';
 import type { Row, St } from './rows.ts';
 
-// Oldest first by event sequence; `deliveries_endpoint` walks the endpoint's deliveries, the replay index answers
-// the NOT EXISTS with one probe each.
-const MATCHES = (statuses: number) => `
+// One page of candidates after `d.id > ?`, oldest first: `deliveries_endpoint` (endpoint_id, id) walks the endpoint's
+// deliveries in id order, so a page stops after PAGE rows; the replay index answers the NOT EXISTS with one probe.
+const PAGE = 1_000;
+const CANDIDATES = (statuses: number) => `
   SELECT d.id, d.event_type FROM deliveries d
-   WHERE d.endpoint_id = ? AND d.status IN (${Array(statuses).fill('?').join(', ')})
+   WHERE d.endpoint_id = ? AND d.id > ? AND d.status IN (${Array(statuses).fill('?').join(', ')})
      AND d.created_at >= ? AND d.created_at < ?
      AND NOT EXISTS (SELECT 1 FROM deliveries r WHERE r.replayed_from = d.id)
-   ORDER BY d.event_seq, d.id`;
+   ORDER BY d.id LIMIT ${PAGE}`;
 
 const INSERT_REPLAY = `
   INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id,
@@ -43,26 +44,43 @@ export function createSqliteBulkReplay(
     ).get(p.endpointId, p.tenantId) as Row | undefined;
     if (!ep) return 'not_found';
     const subscribed = JSON.parse(ep.event_types as string) as string[];
-    const candidates = st(MATCHES(p.statuses.length)).all(
-      p.endpointId,
-      ...p.statuses,
-      p.since ?? Number.MIN_SAFE_INTEGER,
-      p.until,
-    ) as Array<{ id: string; event_type: string }>;
-    const matches = candidates.filter((c) => matchesEventType(subscribed, c.event_type));
-    const none = { matched: matches.length, created: 0, firstDueAt: null, lastDueAt: null };
+    const page = st(CANDIDATES(p.statuses.length));
+    const matches: string[] = [];
+    let more = false;
+    for (let after = ''; !more; ) {
+      const rows = page.all(
+        p.endpointId,
+        after,
+        ...p.statuses,
+        p.since ?? Number.MIN_SAFE_INTEGER,
+        p.until,
+      ) as Array<{
+        id: string;
+        event_type: string;
+      }>;
+      for (const r of rows) {
+        if (!matchesEventType(subscribed, r.event_type)) continue;
+        if (matches.length === p.max) {
+          more = true;
+          break;
+        }
+        matches.push(r.id);
+      }
+      if (rows.length < PAGE) break;
+      after = rows[rows.length - 1]!.id;
+    }
+    const none = { found: matches.length, more, created: 0, firstDueAt: null, lastDueAt: null };
     if (matches.length === 0 || (p.confirmAbove !== null && matches.length > p.confirmAbove)) return none;
     const latest = st(LATEST_PENDING_REPLAY).get(p.endpointId) as { at: number | null };
     const start = replayStart(p.now, latest.at, p.ratePerSecond);
     const insert = st(INSERT_REPLAY);
-    const take = matches.slice(0, p.max);
     let dueAt = start;
-    for (let k = 0; k < take.length; k++) {
+    for (let k = 0; k < matches.length; k++) {
       dueAt = replayDueAt(start, k, p.ratePerSecond);
-      insert.run(p.ids.delivery(), dueAt, p.now, p.now, take[k]!.id);
+      insert.run(p.ids.delivery(), dueAt, p.now, p.now, matches[k]);
     }
     refreshDue(p.endpointId);
-    return { matched: matches.length, created: take.length, firstDueAt: start, lastDueAt: dueAt };
+    return { found: matches.length, more, created: matches.length, firstDueAt: start, lastDueAt: dueAt };
   });
   return {
     async deliveryReplayBulk(p) {

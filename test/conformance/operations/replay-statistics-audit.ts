@@ -72,11 +72,12 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
       const other = await newTenant(NOW + 1);
       const ep = await newEndpoint(t.id);
       const ep2 = await newEndpoint(t.id);
-      const order = new Map((await publish(t.id, 5)).map((e, i) => [e.id, i]));
+      await publish(t.id, 5);
       const leased = await lease(NOW + SECOND);
+      // Oldest first means by delivery id (creation order, to the millisecond).
       const mine = leased
         .filter((l) => l.endpoint.id === ep.id)
-        .sort((a, b) => order.get(a.event.id)! - order.get(b.event.id)!);
+        .sort((a, b) => (a.delivery.id < b.delivery.id ? -1 : 1));
       const theirs = leased.filter((l) => l.endpoint.id === ep2.id);
       const dead = { failure: 'retryable', next: { status: 'dead', reason: 'max_attempts' } } as const;
       await complete(mine.slice(0, 3), NOW + 2 * SECOND, dead);
@@ -100,12 +101,13 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
       const matched = async (o: Parameters<typeof bulk>[0]) => {
         const r = await bulk(o);
         if (r === 'not_found') throw new Error('endpoint not found');
-        return r.matched;
+        return r.found;
       };
 
       // Above the confirmation threshold: counted, nothing created.
       expect(await bulk({ confirmAbove: 2 })).toEqual({
-        matched: 3,
+        found: 3,
+        more: false,
         created: 0,
         firstDueAt: null,
         lastDueAt: null,
@@ -118,7 +120,13 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
 
       // The oldest first, at most `max`, due one interval (100 ms at 10/s) apart from now.
       const T = NOW + HOUR;
-      expect(await bulk({ max: 2 })).toEqual({ matched: 3, created: 2, firstDueAt: T, lastDueAt: T + 100 });
+      expect(await bulk({ max: 2 })).toEqual({
+        found: 2,
+        more: true,
+        created: 2,
+        firstDueAt: T,
+        lastDueAt: T + 100,
+      });
       const replays = (await deliveriesOf(ep.id, 'pending')).sort(
         (a, b) => a.nextAttemptAt! - b.nextAttemptAt!,
       );
@@ -128,13 +136,15 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
       ]);
       // The next request replays the rest, after the endpoint's pending replays (one rate per endpoint).
       expect(await bulk({ now: T + 1 })).toEqual({
-        matched: 1,
+        found: 1,
+        more: false,
         created: 1,
         firstDueAt: T + 200,
         lastDueAt: T + 200,
       });
       expect(await bulk({ now: T + 2 })).toEqual({
-        matched: 0,
+        found: 0,
+        more: false,
         created: 0,
         firstDueAt: null,
         lastDueAt: null,
@@ -151,6 +161,37 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
       expect(await bulk({ tenantId: other.id })).toBe('not_found');
       await h.store.endpointDelete({ id: ep.id, tenantId: t.id, now: T + 3 });
       expect(await bulk({ now: T + 4 })).toBe('not_found');
+    });
+
+    test('deliveryReplayBulk reads a long history in pages and stops at max, oldest first', async () => {
+      const t = await newTenant();
+      const ep = await newEndpoint(t.id, { maxConcurrency: 2_000 });
+      await publish(t.id, 1_000); // a fan-out pass takes at most 1,000 events
+      await publish(t.id, 5);
+      const leased = await lease(NOW + SECOND, { limit: 2_000, perEndpoint: 2_000 });
+      expect(leased).toHaveLength(1_005);
+      await complete(leased, NOW + 2 * SECOND);
+      const byAge = leased.map((l) => l.delivery.id).sort();
+      const bulk = (now: number, max: number) =>
+        h.store.deliveryReplayBulk({
+          endpointId: ep.id,
+          tenantId: t.id,
+          statuses: ['delivered'],
+          since: null,
+          until: NOW + DAY,
+          now,
+          ratePerSecond: 10,
+          confirmAbove: null,
+          max,
+          ids,
+        });
+      // More than one page (1,000 rows) to find 1,002.
+      expect(await bulk(NOW + HOUR, 1_002)).toMatchObject({ found: 1_002, more: true, created: 1_002 });
+      const first = (await deliveriesOf(ep.id, 'pending')).map((d) => d.replayedFrom).sort();
+      expect(first).toEqual(byAge.slice(0, 1_002));
+      expect(await bulk(NOW + HOUR + 1, 1_002)).toMatchObject({ found: 3, more: false, created: 3 });
+      expect(await bulk(NOW + HOUR + 2, 1_002)).toMatchObject({ found: 0, more: false, created: 0 });
+      expect(await deliveriesOf(ep.id, 'pending')).toHaveLength(1_005);
     });
 
     test('deliveryReplay to a disabled endpoint waits until it is enabled', async () => {
