@@ -100,10 +100,10 @@ export interface OperationsStore {
    * deliveries with a status in `statuses`, created in [since, until), whose event type the endpoint still
    * subscribes to, and not replayed before (no delivery names them as `replayed_from`). The oldest `max` are found
    * (by delivery id, which is creation order), reading the endpoint's deliveries in pages and stopping once one
-   * more is seen (the rows a page passes over for their status still cost their read). When more than `confirmAbove` are
-   * found (null: no limit) nothing is created; otherwise, in one transaction, a replay of each, the k-th due at
-   * replayDueAt(replayStart(now, the latest due time of the endpoint's pending replays), k). 'not_found': the
-   * tenant has no such live endpoint.
+   * more is seen (the rows a page passes over for their status still cost their read). When more than
+   * `confirmAbove` are found (null: no limit) nothing is created; otherwise, in one transaction, a replay of each,
+   * the k-th due at replayDueAt(replayStart(now, the latest due time of the endpoint's pending replays), k).
+   * 'not_found': the tenant has no such live endpoint.
    */
   deliveryReplayBulk(p: {
     endpointId: string;
