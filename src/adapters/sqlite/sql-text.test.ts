@@ -6,7 +6,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
 const DIR = new URL('./', import.meta.url);
-const BARE_BOUND_LIMIT = /\b(LIMIT|OFFSET)\s+[?@:$][A-Za-z0-9_]*(?![A-Za-z0-9_]|\s*[-+*/])/gi;
+// `${` is a template literal's interpolation (a constant written into the text), not a `$name` parameter.
+const BARE_BOUND_LIMIT = /\b(LIMIT|OFFSET)\s+(?!\$\{)[?@:$][A-Za-z0-9_]*(?![A-Za-z0-9_]|\s*[-+*/])/gi;
 /** Comments may name the pattern. */
 const withoutComments = (code: string) => code.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
 
@@ -21,6 +22,9 @@ describe('SQLite adapter SQL text', () => {
     expect(bareBoundLimits('SELECT 1 FROM t LIMIT ? OFFSET ?')).toEqual(['LIMIT ?', 'OFFSET ?']);
     expect(bareBoundLimits('SELECT 1 FROM t LIMIT ? + 0')).toEqual([]);
     expect(bareBoundLimits('SELECT 1 FROM t LIMIT 1000')).toEqual([]);
+    expect(bareBoundLimits('SELECT 1 FROM t LIMIT $cap')).toEqual(['LIMIT $cap']);
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text the check reads
+    expect(bareBoundLimits('SELECT 1 FROM t LIMIT ${PAGE}')).toEqual([]);
   });
 
   it('has no bare bound LIMIT in any source file of the adapter', () => {
