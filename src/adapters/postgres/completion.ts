@@ -118,6 +118,8 @@ const PROJECTION_COLUMNS =
 
 /** What completion needs of an endpoint besides its queue row, read after the queue row lock is held. */
 type CompletionRow = ProjectionRow & {
+  /** How many attempts this statement appended (the same on every row). */
+  appended: number;
   ep_id: string;
   ep_status: EndpointRecord['status'];
   ep_url: string;
@@ -164,9 +166,12 @@ export async function complete(
                               $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], $11::int[], $12::text[],
                               $13::text[], ${jsonTexts('$14')}, ${jsonTexts('$15')}, $16::text[], $17::bigint[],
                               $18::bigint[],
-                              $19::bigint[]))
+                              $19::bigint[])
+         ON CONFLICT (id) DO NOTHING
+         RETURNING id)
        SELECT e.id AS ep_id, e.status AS ep_status, e.url AS ep_url, e.tenant_id AS ep_tenant_id,
-              t.notification_email, ${prefixed('d', PROJECTION_COLUMNS)}
+              t.notification_email, (SELECT count(*) FROM appended)::int AS appended,
+              ${prefixed('d', PROJECTION_COLUMNS)}
          FROM unnest($20::text[]) AS ke(id)
         CROSS JOIN LATERAL (SELECT id, status, url, tenant_id FROM endpoints WHERE id = ke.id OFFSET 0) e
          LEFT JOIN LATERAL (SELECT notification_email FROM tenants WHERE id = e.tenant_id OFFSET 0) t ON true
@@ -200,6 +205,12 @@ export async function complete(
         string,
         { rt: EndpointRuntime; disabled: boolean; url: string; tenantId: string; email: string | null }
       >();
+      // None appended: every attempt is in the log already, recorded by an earlier try of this same batch whose
+      // COMMIT went through though its answer was lost (a connection cut at that moment). That try applied
+      // everything else too, and a batch is written whole or not at all, so there is nothing left to do. (A caller
+      // mixing recorded and new attempts in one batch would have them all applied; the delivery worker retries the
+      // very batch that failed.)
+      if (sorted.length > 0 && current.rows.length > 0 && current.rows[0]!.appended === 0) return;
       const rows = new Map<string, ProjectionRow>();
       for (const r of current.rows) {
         if (!endpoints.has(r.ep_id)) {

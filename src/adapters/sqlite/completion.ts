@@ -41,13 +41,14 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
       `INSERT INTO attempts (id, delivery_id, endpoint_id, tenant_id, attempt_no, url, due_at, started_at, finished_at,
          outcome, status_code, error_class, error_message, request, response_headers, response_body, queue_ms,
          platform_ms, consumer_ms)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO NOTHING`,
     );
     const touched = new Set<string>();
     const released = new Map<string, number>(); // endpoint → in-flight slots this batch frees
     for (const c of completions) {
       const a = c.attempt;
-      insertAttempt.run(
+      const appended = insertAttempt.run(
         a.id,
         a.deliveryId,
         a.endpointId,
@@ -67,7 +68,10 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
         a.queueMs,
         a.platformMs,
         a.consumerMs,
-      );
+      ).changes;
+      // Already in the log: an earlier try of this write committed it, with everything below, though the caller
+      // saw it fail (the WAL sync after the commit failed). Recorded once, applied once.
+      if (appended === 0) continue;
       const next = c.next;
       const res = st(
         `UPDATE deliveries SET status = ?, status_reason = ?, next_attempt_at = ?, attempts = attempts + 1,

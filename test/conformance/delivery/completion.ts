@@ -135,6 +135,44 @@ export function completionConformance({ h, test }: DeliverySection): void {
       for (const a of attempts) expect(await h.store.attemptGet({ id: a.id, tenantId: null })).toEqual(a);
     });
 
+    test('a batch written again (its first COMMIT went through unseen) is recorded and applied once', async () => {
+      const t = await newTenant();
+      const ep = await newEndpoint(t.id, { maxConcurrency: 3 });
+      await publish(t.id, ['a.b', 'a.b', 'a.b']);
+      const [l1, l2, l3] = await lease({ now: NOW + SECOND });
+      const at = NOW + 2 * SECOND;
+      const batch = {
+        completions: [
+          { attempt: attemptFor(l1!, at), leaseOwner: 'w1', next: { status: 'delivered' as const } },
+          {
+            attempt: attemptFor(l2!, at, {
+              outcome: 'retryable',
+              statusCode: 503,
+              errorClass: 'http_status',
+            }),
+            leaseOwner: 'w1',
+            next: { status: 'pending' as const, nextAttemptAt: at + MINUTE },
+          },
+        ],
+        now: at + 200,
+      };
+      await h.store.deliveryComplete(batch);
+      const after = await deliveriesOf(ep.id);
+      const runtime = await h.store.endpointRuntime({ endpointId: ep.id });
+      expect(runtime?.inflight).toBe(1); // l3's
+      // The same batch again, as a writer retries it when the answer to its COMMIT was lost.
+      await h.store.deliveryComplete({ ...batch, now: at + 5_000 });
+      expect(await deliveriesOf(ep.id)).toEqual(after);
+      expect(await h.store.endpointRuntime({ endpointId: ep.id })).toEqual(runtime);
+      for (const l of [l1!, l2!]) {
+        expect(await h.store.attemptList({ deliveryId: l.delivery.id, tenantId: t.id })).toHaveLength(1);
+      }
+      // l3 still holds its slot: two more can be leased, not three.
+      await publish(t.id, ['a.b', 'a.b', 'a.b'], at + 6_000);
+      expect(await lease({ now: at + MINUTE + 1 })).toHaveLength(2);
+      expect(l3).toBeDefined();
+    });
+
     test('a completion with the wrong leaseOwner does not change the delivery', async () => {
       const t = await newTenant();
       await newEndpoint(t.id, { maxConcurrency: 1 });
