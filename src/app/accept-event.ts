@@ -4,12 +4,7 @@
  * subscriptions or an HTTP client; scripts/check-boundaries.ts enforces it.
  */
 import { ApiError } from '../domain/errors.ts';
-import {
-  eventRequestHash,
-  IDEMPOTENCY_KEY_PATTERN,
-  jsonDepth,
-  MAX_JSON_DEPTH,
-} from '../domain/event-rules.ts';
+import { checkDataDepth, eventRequestHash, IDEMPOTENCY_KEY_PATTERN } from '../domain/event-rules.ts';
 import { newId } from '../domain/ids.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { EventRecord, Store } from '../ports/store.ts';
@@ -41,11 +36,7 @@ export async function acceptEvent(
       header: 'idempotency-key',
     });
   }
-  if (jsonDepth(input.data) > MAX_JSON_DEPTH) {
-    throw new ApiError('validation_failed', `data is nested deeper than ${MAX_JSON_DEPTH} levels.`, {
-      field: 'data',
-    });
-  }
+  checkDataDepth(input.data);
   if (!(await deps.tenants.exists(input.tenantId))) throw new ApiError('tenant_not_found');
 
   const now = deps.clock.now();

@@ -6,7 +6,7 @@
 import { effectiveCircuitState, nextProbeAt } from '../domain/circuit-breaker.ts';
 import { assessHealth, estimateDrainSeconds } from '../domain/endpoint-health.ts';
 import { ApiError } from '../domain/errors.ts';
-import { jsonDepth, MAX_JSON_DEPTH } from '../domain/event-rules.ts';
+import { checkDataDepth } from '../domain/event-rules.ts';
 import { newId } from '../domain/ids.ts';
 import { laneKind } from '../domain/lanes.ts';
 import { effectiveCap, rampEndsAt } from '../domain/ramp.ts';
@@ -341,11 +341,7 @@ export async function sendTestEvent(
   input: { type?: string | undefined; data?: Record<string, unknown> | undefined },
 ) {
   const data = input.data ?? { message: 'A test event from Hookrail.', endpoint_id: id };
-  if (jsonDepth(data) > MAX_JSON_DEPTH) {
-    throw new ApiError('validation_failed', `data is nested deeper than ${MAX_JSON_DEPTH} levels.`, {
-      field: 'data',
-    });
-  }
+  checkDataDepth(data);
   const now = deps.clock.now();
   const event = {
     id: newId('event', now, deps.random.bytes(10)),

@@ -4,6 +4,7 @@
  * of the event embeds.
  */
 import { createHash } from 'node:crypto';
+import { ApiError } from './errors.ts';
 
 /** `order.created`, `invoice.payment_failed`, `v2.user.deleted`: dot-separated segments of [A-Za-z0-9_-]. */
 export const EVENT_TYPE_PATTERN = '^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$';
@@ -14,6 +15,15 @@ export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 export const MAX_JSON_DEPTH = 32;
 export const MAX_EVENT_BODY_BYTES = 256 * 1024;
+
+/** Refuses event data nested deeper than MAX_JSON_DEPTH (400 `validation_failed`, field `data`). */
+export function checkDataDepth(data: unknown): void {
+  if (jsonDepth(data) > MAX_JSON_DEPTH) {
+    throw new ApiError('validation_failed', `data is nested deeper than ${MAX_JSON_DEPTH} levels.`, {
+      field: 'data',
+    });
+  }
+}
 
 /**
  * Depth of nested objects/arrays, counted up to MAX_JSON_DEPTH + 1: a deeper value answers as soon as that is

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  collectReplayable,
   REPLAY_CONFIRM_ABOVE,
   REPLAY_RATE_PER_SECOND,
   replayDueAt,
@@ -43,6 +44,23 @@ describe('replay schedule', () => {
     expect(() => replayDueAt(T, 0, Number.NaN)).toThrow(RangeError);
     expect(() => replayDueAt(T, -1, 10)).toThrow(RangeError);
     expect(() => replayDueAt(T, 1.5, 10)).toThrow(RangeError);
+  });
+
+  it('collects the still-subscribed candidates of a page up to max, and says when one more was seen', () => {
+    const page = ['order.a', 'invoice.b', 'order.c', 'order.d'].map((event_type, i) => ({
+      id: `d${i}`,
+      event_type,
+    }));
+    const into: string[] = [];
+    expect(collectReplayable(page, ['order.*'], into, 5)).toBe(false);
+    expect(into).toEqual(['d0', 'd2', 'd3']);
+    const capped: string[] = [];
+    expect(collectReplayable(page, ['order.*'], capped, 2)).toBe(true);
+    expect(capped).toEqual(['d0', 'd2']);
+    // Across pages: the list carries on; exactly `max` matches in all is not "more".
+    const across: string[] = ['d9'];
+    expect(collectReplayable(page.slice(0, 1), ['*'], across, 2)).toBe(false);
+    expect(across).toEqual(['d9', 'd0']);
   });
 
   it('asks for confirmation above the threshold only, unless confirmed', () => {

@@ -9,6 +9,8 @@
  * compete for the same slots), which is what keeps a large replay from starving them.
  */
 
+import { matchesEventType } from './event-types.ts';
+
 /** Replays per second per endpoint (PRODUCT.md §6). */
 export const REPLAY_RATE_PER_SECOND = 10;
 /** Above this many matches a bulk replay needs `"confirm": true` (409 `confirmation_required` otherwise). */
@@ -42,6 +44,24 @@ export function replayDueAt(start: number, k: number, ratePerSecond: number): nu
   assertRate(ratePerSecond);
   if (!Number.isSafeInteger(k) || k < 0) throw new RangeError('k must be an integer >= 0');
   return start + Math.floor((k * 1000) / ratePerSecond);
+}
+
+/**
+ * One page of a bulk replay's candidates (oldest first): appends to `into` the ids of those whose event type the
+ * endpoint still subscribes to, up to `max`. True once a match beyond `max` is seen (more remain, stop reading).
+ */
+export function collectReplayable(
+  page: ReadonlyArray<{ id: string; event_type: string }>,
+  subscribed: readonly string[],
+  into: string[],
+  max: number,
+): boolean {
+  for (const r of page) {
+    if (!matchesEventType(subscribed, r.event_type)) continue;
+    if (into.length === max) return true;
+    into.push(r.id);
+  }
+  return false;
 }
 
 /** Whether a request matching `matched` deliveries must be confirmed first. */

@@ -5,8 +5,7 @@
  * second's read (a later statement, so a later snapshot) sees the first's replays (`deliveries_replayed`, migration
  * 0010) and skips their originals.
  */
-import { matchesEventType } from '../../domain/event-types.ts';
-import { replayDueAt, replayStart } from '../../domain/replay.ts';
+import { collectReplayable, replayDueAt, replayStart } from '../../domain/replay.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { lockTenantGatesShared, type PostgresDeliveryStoreDeps } from './delivery-store.ts';
 
@@ -44,14 +43,7 @@ export function createPostgresBulkReplay({
               ORDER BY d.id LIMIT ${PAGE}`,
             [p.endpointId, after, p.statuses, p.since ?? Number.MIN_SAFE_INTEGER, p.until],
           );
-          for (const r of page.rows) {
-            if (!matchesEventType(subscribed, r.event_type)) continue;
-            if (matches.length === p.max) {
-              more = true;
-              break;
-            }
-            matches.push(r.id);
-          }
+          more = collectReplayable(page.rows, subscribed, matches, p.max);
           if (page.rows.length < PAGE) break;
           after = page.rows[page.rows.length - 1]!.id;
         }

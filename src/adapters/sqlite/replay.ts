@@ -4,8 +4,7 @@
  * second sees the first's replays (`deliveries_replayed`, migration 0011) and skips their originals.
  */
 import type Database from 'better-sqlite3';
-import { matchesEventType } from '../../domain/event-types.ts';
-import { replayDueAt, replayStart } from '../../domain/replay.ts';
+import { collectReplayable, replayDueAt, replayStart } from '../../domain/replay.ts';
 import type { BulkReplayResult, OperationsStore } from '../../ports/operations-store.ts';
 import type { RefreshDue } from './queue-due.ts';
 import type { Row, St } from './rows.ts';
@@ -58,14 +57,7 @@ export function createSqliteBulkReplay(
         id: string;
         event_type: string;
       }>;
-      for (const r of rows) {
-        if (!matchesEventType(subscribed, r.event_type)) continue;
-        if (matches.length === p.max) {
-          more = true;
-          break;
-        }
-        matches.push(r.id);
-      }
+      more = collectReplayable(rows, subscribed, matches, p.max);
       if (rows.length < PAGE) break;
       after = rows[rows.length - 1]!.id;
     }
