@@ -1,8 +1,8 @@
 /** Leasing due deliveries fairly across endpoints and processes (locking: see delivery-store.ts). */
-import { decideAttempt, leaseLimit } from '../../domain/circuit-breaker.ts';
+import { decideAttempt } from '../../domain/circuit-breaker.ts';
 import { type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import type { LaneBinding } from '../../domain/lanes.ts';
-import { effectiveCap } from '../../domain/ramp.ts';
+import { leaseRoom } from '../../domain/lease-room.ts';
 import type { EndpointRecord, LeasedDelivery } from '../../ports/delivery-store.ts';
 import type { TxRunner } from './migrate.ts';
 import { type Db, recomputeDue } from './query-helpers.ts';
@@ -126,18 +126,17 @@ export async function pickDue(
   ).rows;
 }
 
-/** Step 1 of lease (below): the candidate endpoints with their runtimes and free room, their queue rows locked. */
-async function candidates(c: Db, now: number, limit: number, inLanes: string) {
+/** Step 1 of lease (below): the candidate endpoints with their runtimes and room, their queue rows locked. */
+async function candidates(c: Db, now: number, limit: number, perEndpoint: number, inLanes: string) {
   // 1. Candidate endpoints, least recently served first, locked; rows other workers hold are skipped. The
   //    queue row comes back as locked (its current version), so its runtime is the one to compare-and-set,
   //    and the lane condition holds for its current lane (a lane move committed meanwhile is re-checked).
-  //    The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at
-  //    its ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold
-  //    up every other endpoint until its in-flight attempts end): the next ones in rotation order are read,
-  //    as in the sequential reference. Usually one statement; one more per batch that had such endpoints.
+  //    How much each may take is domain/lease-room.ts's: an endpoint at its ramped cap takes no candidate place,
+  //    and the next ones in rotation order are read instead. Usually one statement; one more per batch that had
+  //    such endpoints.
   const cands: Candidate[] = [];
   const runtimes: EndpointRuntime[] = [];
-  const free: number[] = [];
+  const rooms: number[] = [];
   for (let after: [number, string] = [-1, '']; cands.length < limit; ) {
     const want = limit - cands.length;
     const batch = (
@@ -160,17 +159,26 @@ async function candidates(c: Db, now: number, limit: number, inLanes: string) {
     ).rows;
     for (const cd of batch) {
       const rt = parseRuntime(cd.runtime);
-      const room = effectiveCap(cd.max_concurrency, rt.circuit.closedAt, now) - cd.inflight;
-      if (room <= 0) continue;
+      const room = leaseRoom(
+        {
+          maxConcurrency: cd.max_concurrency,
+          inflight: cd.inflight,
+          ordering: cd.ordering,
+          circuit: rt.circuit,
+        },
+        now,
+        perEndpoint,
+      );
+      if (room === null) continue;
       cands.push(cd);
       runtimes.push(rt);
-      free.push(room);
+      rooms.push(Math.min(room, limit));
     }
     const last = batch[batch.length - 1];
     if (!last || batch.length < want) break;
     after = [last.last_served_at, last.endpoint_id];
   }
-  return { cands, runtimes, free };
+  return { cands, runtimes, rooms };
 }
 
 /**
@@ -198,20 +206,13 @@ export async function lease(
     async (c) => {
       // Key probes only (PROBES_ONLY, query-helpers.ts): plans made once per connection, none reading a table whole.
       // Planned per call, binding steps 1 and 2 cost ~5 and ~12 µs of backend CPU per delivery in bench:delivery.
-      const found = await candidates(c, now, limit, inLanes);
+      const found = await candidates(c, now, limit, perEndpoint, inLanes);
       if (found.cands.length === 0) return [];
       // 2. Their due deliveries, all endpoints in one statement (a LATERAL probe of the partial indexes per
       //    endpoint), cut at `limit` in rotation order. A later statement than 1, so its snapshot includes
       //    everything committed by whoever held the queue rows before (fan-out above all).
-      const { cands, runtimes, free } = found;
-      const room = cands.map((cd, i) =>
-        cd.ordering === 'endpoint'
-          ? cd.inflight > 0
-            ? 0
-            : Math.min(1, perEndpoint)
-          : Math.max(0, Math.min(free[i]!, perEndpoint, limit, leaseLimit(runtimes[i]!.circuit))),
-      );
-      const picked = room.some((r) => r > 0) ? await pickDue(c, cands, room, now, limit, true) : [];
+      const { cands, runtimes, rooms } = found;
+      const picked = rooms.some((r) => r > 0) ? await pickDue(c, cands, rooms, now, limit, true) : [];
 
       const leaseUntil = now + leaseMs;
 
@@ -231,8 +232,7 @@ export async function lease(
       });
 
       // 4. Mark them leased (by primary key) and update in-flight counts, rotation, due times and claimed runtimes
-      //    of the visited endpoints (those reached before `limit` ran out and with room under their cap, as in
-      //    the sequential reference) in one statement; its snapshot does not see its own lease marks, so the
+      //    of the visited endpoints (those reached before `limit` ran out, as on SQLite) in one statement; its snapshot does not see its own lease marks, so the
       //    recompute excludes the leased ids.
       const count = new Map<string, number>();
       for (const r of picked) count.set(r.endpoint_id, (count.get(r.endpoint_id) ?? 0) + 1);
@@ -242,7 +242,6 @@ export async function lease(
       let total = 0;
       for (const [i, cd] of cands.entries()) {
         if (total >= limit) break;
-        if (Math.min(free[i]!, perEndpoint) <= 0) continue;
         const n = count.get(cd.endpoint_id) ?? 0;
         visited.push(cd.endpoint_id);
         taken.push(n);

@@ -1,9 +1,9 @@
 /** Leasing due deliveries fairly across endpoints (SQLite). */
-import { decideAttempt, leaseLimit } from '../../domain/circuit-breaker.ts';
+import { decideAttempt } from '../../domain/circuit-breaker.ts';
 import { type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import type { LaneBinding } from '../../domain/lanes.ts';
-import { effectiveCap } from '../../domain/ramp.ts';
-import type { DeliveryRecord, DeliveryStatus, LeasedDelivery } from '../../ports/delivery-store.ts';
+import { leaseRoom } from '../../domain/lease-room.ts';
+import type { DeliveryRecord, DeliveryStatus, LeasedDelivery, Ordering } from '../../ports/delivery-store.ts';
 import { saveRuntime } from './operations-store.ts';
 import { EARLIEST_DUE } from './queue-due.ts';
 import type { Row, St } from './rows.ts';
@@ -120,10 +120,9 @@ export function createLease(st: St) {
     const inLanes = laneCondition(lanes);
     // Blocked endpoints (circuit open, no probe due: circuit-breaker.ts blockedUntil) are passed over; the
     // circuit-open pass records their due deliveries (circuit-open.ts).
-    // The ramp: after an outage the cap climbs from 10 % to 100 % over five minutes (ADR-08). An endpoint at its
-    // ramped cap is passed over and takes no candidate place (else, with a small `limit`, it would hold up every
-    // other endpoint until its in-flight attempts end): the next ones in rotation order are read instead.
-    const candidates: Array<{ c: Row; runtime: EndpointRuntime; cap: number }> = [];
+    // Least recently served first; how much each may take is domain/lease-room.ts's (an endpoint at its ramped cap
+    // takes no candidate place: the next ones in rotation order are read instead).
+    const candidates: Array<{ c: Row; runtime: EndpointRuntime; room: number }> = [];
     for (let after: [number, string] = [-1, '']; candidates.length < limit; ) {
       const want = limit - candidates.length;
       const batch = st(
@@ -136,8 +135,17 @@ export function createLease(st: St) {
       ).all(now, now, after[0], after[0], after[1], want) as Row[];
       for (const c of batch) {
         const runtime = parseRuntime((c.runtime as string | null) ?? null);
-        const cap = effectiveCap(c.max_concurrency as number, runtime.circuit.closedAt, now);
-        if (cap > (c.inflight as number)) candidates.push({ c, runtime, cap });
+        const room = leaseRoom(
+          {
+            maxConcurrency: c.max_concurrency as number,
+            inflight: c.inflight as number,
+            ordering: c.ordering as Ordering,
+            circuit: runtime.circuit,
+          },
+          now,
+          perEndpoint,
+        );
+        if (room !== null) candidates.push({ c, runtime, room });
       }
       const last = batch[batch.length - 1];
       if (!last || batch.length < want) break;
@@ -149,17 +157,12 @@ export function createLease(st: St) {
       `UPDATE deliveries SET lease_owner = ?, lease_until = ?, updated_at = ?, lease_lane = ?
          WHERE id = ? AND lease_owner IS NULL`,
     );
-    for (const { c, runtime, cap } of candidates) {
+    for (const { c, runtime, room } of candidates) {
       if (out.length >= limit) break;
       const endpointId = c.endpoint_id as string;
-      const room = Math.min(
-        cap - (c.inflight as number),
-        perEndpoint,
-        limit - out.length,
-        leaseLimit(runtime.circuit),
-      );
-      if (room <= 0) continue;
-      const rows = dueRows(st, c, now, room, true);
+      const take = Math.min(room, limit - out.length);
+      // Visited with no room (its head in flight), it is still marked served: its turn is over.
+      const rows = take > 0 ? dueRows(st, c, now, take, true) : [];
       const endpoint = {
         id: endpointId,
         tenantId: c.tenant_id as string,
