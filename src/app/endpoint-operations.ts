@@ -217,7 +217,13 @@ export async function replayDelivery(
   id: string,
 ) {
   const now = deps.clock.now();
-  const result = await deps.store.deliveryReplay({ id, tenantId, now, ids: deliveryIds(deps, now) });
+  const result = await deps.store.deliveryReplay({
+    id,
+    tenantId,
+    now,
+    ratePerSecond: REPLAY_RATE_PER_SECOND,
+    ids: deliveryIds(deps, now),
+  });
   if (result === 'not_found') throw new ApiError('not_found', 'No such delivery.');
   if (result === 'endpoint_gone')
     throw new ApiError('conflict', 'The endpoint of this delivery was deleted.');

@@ -43,7 +43,10 @@ if (port) {
   const keys = createLocalKeyService({
     masterKey: loadOrCreateMasterKey({ env: config.masterKey ?? undefined, dataDir: config.dataDir }),
   });
-  const sender = config.roles.includes('delivery') ? createSender(config, systemClock) : null;
+  const sender =
+    config.roles.includes('delivery') || config.roles.includes('replay')
+      ? createSender(config, systemClock)
+      : null;
 
   // The API thread serves /metrics: it asks for the attempt metrics' text at each scrape (pipeline-thread.ts). Lane
   // moves go to it in one message per event-loop turn (they also drop its cached lane gauges).

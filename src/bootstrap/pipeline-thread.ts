@@ -32,7 +32,7 @@ import { createThreadWake } from './thread-wake.ts';
  * PostgreSQL, where the threads share no lock, fan-out in the pipeline thread was slower (alternated: 1,840 and
  * 1,604/s here against 1,679 and 1,496/s there).
  */
-export const PIPELINE_ROLES: readonly Role[] = ['delivery', 'maintenance'];
+export const PIPELINE_ROLES: readonly Role[] = ['delivery', 'replay', 'maintenance'];
 
 /**
  * The thread's young generation (V8's default for a worker is ~48 MiB: two 16 MiB semi-spaces and the rest). Every

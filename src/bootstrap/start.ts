@@ -90,7 +90,8 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
   const now = () => clock.now();
   const roles = new Set(config.roles);
   // The pipeline thread builds its own sender.
-  const sender = opts.sender ?? (roles.has('delivery') && !threaded ? createSender(config, clock) : null);
+  const sends = roles.has('delivery') || roles.has('replay');
+  const sender = opts.sender ?? (sends && !threaded ? createSender(config, clock) : null);
   const metrics = createPromMetrics({
     queueStats: () => store.queueStats(),
     laneStats: () => store.laneStats(),
@@ -153,7 +154,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
 
   // One process owns a SQLite store: leases left in it belong to a process that is gone (a crash), so they are
   // returned at once instead of after they expire. On PostgreSQL other processes may hold live leases.
-  if (!store.capabilities.multiProcess && roles.has('delivery')) {
+  if (!store.capabilities.multiProcess && sends) {
     await store.deliveryExpireLeases({ now: Number.MAX_SAFE_INTEGER });
   }
   let closing: Promise<void> | null = null;

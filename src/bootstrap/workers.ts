@@ -69,13 +69,15 @@ export function createWorkers(deps: {
     : null;
 
   let delivery: DeliveryWorker | null = null;
-  if (roles.has('delivery')) {
-    if (!deps.sender) throw new Error('the delivery role needs an HTTP sender');
+  // One worker for both roles: `delivery` gives it the first deliveries' slots, `replay` the replays' own.
+  if (roles.has('delivery') || roles.has('replay')) {
+    if (!deps.sender) throw new Error('the delivery and replay roles need an HTTP sender');
     const secrets = new SecretCache({ store, keys: deps.keys, clock, ttlMs: config.secretCacheMs });
     delivery = new DeliveryWorker({
       store,
       owner: `${hostname()}:${process.pid}:${random.bytes(4).toString('hex')}`,
-      concurrency: config.deliveryConcurrency,
+      concurrency: roles.has('delivery') ? config.deliveryConcurrency : 0,
+      replayConcurrency: roles.has('replay') ? config.replayConcurrency : 0,
       perEndpoint: 10,
       leaseMs: config.leaseMs,
       lanes: config.lanes ?? undefined,

@@ -69,6 +69,7 @@ describe('loadConfig', () => {
     ['HOOKRAIL_LEASE_MS', '10'],
     ['HOOKRAIL_POLL_MS', '-5'],
     ['HOOKRAIL_DELIVERY_CONCURRENCY', '0'],
+    ['HOOKRAIL_REPLAY_CONCURRENCY', '0'],
     ['HOOKRAIL_MAINTENANCE_MS', '1.5'],
     ['HOOKRAIL_AUTH_CACHE_MS', 'soon'],
     ['HOOKRAIL_HTTPS_ONLY', 'yes'],

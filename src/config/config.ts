@@ -42,6 +42,8 @@ export interface Config {
   intakeMaxBatch: number;
   /** Attempts one delivery process keeps in flight (they are mostly waiting on the network). */
   deliveryConcurrency: number;
+  /** Replays in flight per process with the replay role: their own budget beside deliveryConcurrency (ADR-10). */
+  replayConcurrency: number;
   /** How often idle loops look for work written by other processes. */
   pollMs: number;
   /** Lease on a delivery being attempted; a crashed worker's deliveries return to the queue after it. */
@@ -180,6 +182,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     deliveryConcurrency: parseInteger(
       'HOOKRAIL_DELIVERY_CONCURRENCY',
       get('HOOKRAIL_DELIVERY_CONCURRENCY') ?? '512',
+      1,
+      100_000,
+    ),
+    replayConcurrency: parseInteger(
+      'HOOKRAIL_REPLAY_CONCURRENCY',
+      get('HOOKRAIL_REPLAY_CONCURRENCY') ?? '64',
       1,
       100_000,
     ),

@@ -1,12 +1,12 @@
 /**
- * Bulk replay (ADR-10, PRODUCT.md §3 and §6): which finished deliveries may be sent again, when each replay comes
- * due, and when the caller must confirm. Pure: the store finds the matches, this decides the rest.
+ * Replay (ADR-10, PRODUCT.md §3 and §6): which finished deliveries a bulk replay may send again, when each replay
+ * comes due, and when the caller must confirm. Pure: the store finds the matches, this decides the rest.
  *
  * A replay is a new delivery of the same event to the same endpoint with the original `webhook-id`. Replays are
  * rate-capped per endpoint by their due times rather than by a separate queue: the k-th replay of a request comes
- * due `k / rate` seconds after the start, and a request starts after the last replay the endpoint still has pending,
- * so two requests share one rate. The endpoint's first attempts keep flowing in between (they are due at once and
- * compete for the same slots), which is what keeps a large replay from starving them.
+ * due `k / rate` seconds after the start, and a request (a single replay too) starts after the last replay the
+ * endpoint still has pending, so requests share one rate. What keeps a large replay from starving first attempts
+ * is the worker budget: replays hold only their own slots (worker/delivery-worker.ts, the `replay` role).
  */
 
 import { matchesEventType } from './event-types.ts';

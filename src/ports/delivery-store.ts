@@ -258,11 +258,20 @@ export interface DeliveryStore {
    * — are passed over (deliverySkipBlocked records their due deliveries), and of an endpoint whose circuit is not
    * closed at most one delivery is leased (the probe, when due). So an open circuit costs healthy endpoints'
    * leases nothing.
+   *
+   * Replays (`replayedFrom` set) run on a budget of their own (ADR-10): of the `limit` leased, at most
+   * `replayLimit` are replays and at most `firstLimit` are not (both default to `limit`; 0 leases none of that
+   * kind). A delivery of a kind whose budget is spent stays queued, and so does whatever an ordering mode holds
+   * behind it. With `replaysOnly`, only endpoints with a due replay are visited (a process that runs the replay role
+   * alone would otherwise spend its calls on endpoints it may take nothing from).
    */
   deliveryLease(p: {
     owner: string;
     now: number;
     limit: number;
+    firstLimit?: number;
+    replayLimit?: number;
+    replaysOnly?: boolean;
     perEndpoint: number;
     leaseMs: number;
     lanes?: LaneBinding;

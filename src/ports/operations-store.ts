@@ -87,11 +87,16 @@ export interface OperationsStore {
   tenantNotificationEmail(p: { tenantId: string }): Promise<string | null>;
   tenantSetNotificationEmail(p: { tenantId: string; email: string | null; now: number }): Promise<void>;
 
-  /** A new delivery of the same event to the same endpoint with the original webhook-id (ADR-10). */
+  /**
+   * A new delivery of the same event to the same endpoint with the original webhook-id (ADR-10), due at
+   * domain/replay.ts replayStart: now, or one interval after the endpoint's latest pending replay, so single and
+   * bulk replays share the endpoint's `ratePerSecond`.
+   */
   deliveryReplay(p: {
     id: string;
     tenantId: string;
     now: number;
+    ratePerSecond: number;
     ids: DeliveryIdFactory;
   }): Promise<DeliveryRecord | 'not_found' | 'endpoint_gone'>;
 

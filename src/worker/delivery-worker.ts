@@ -10,6 +10,13 @@
  * completion and every wake-up of that turn shares one transaction each — the write first, so the lease sees the
  * endpoints' in-flight counts it released. Latency cost: one loop turn.
  *
+ * Replays (ADR-10) run on a budget of their own: `replayConcurrency` slots beside the `concurrency` slots of first
+ * deliveries and their retries, leased in the same calls (store.deliveryLease's firstLimit / replayLimit). However
+ * many replays a tenant asks for, they hold at most their own slots, so first attempts never wait for a worker
+ * slot behind them; the endpoint's own in-flight cap is shared (it is the receiver's capacity), and replays come due
+ * at most 10 a second per endpoint (domain/replay.ts). The `delivery` role gives a process the first budget, the
+ * `replay` role the replay budget; a process with only `replay` visits only endpoints with a due replay.
+ *
  * Crash safety: a lease expires (`leaseMs`), so a worker killed mid-attempt strands nothing; the maintenance loop
  * returns the delivery to the queue and it is retried with the same webhook-id (at-least-once).
  */
@@ -26,8 +33,10 @@ export interface DeliveryWorkerOptions {
   store: Store;
   attempt: AttemptDeps;
   owner: string;
-  /** Attempts in flight in this process at most. */
+  /** First deliveries and their retries in flight in this process at most; 0: none (the replay role alone). */
   concurrency: number;
+  /** Replays in flight in this process at most, beside `concurrency`; 0 or absent: replays are not leased. */
+  replayConcurrency?: number;
   /** Most deliveries leased for one endpoint per lease call, so one endpoint cannot take every free slot. */
   perEndpoint: number;
   leaseMs: number;
@@ -58,6 +67,7 @@ const CIRCUIT_OPEN_PASS_MAX = 5_000;
 export class DeliveryWorker {
   private running = false;
   private active = 0;
+  private activeReplays = 0;
   private loop: Promise<void> | null = null;
   private circuitOpenPass: Promise<void> | null = null;
   private circuitOpenPassedAt = Number.NEGATIVE_INFINITY;
@@ -96,9 +106,12 @@ export class DeliveryWorker {
 
   private async run(): Promise<void> {
     const { store, owner, concurrency, perEndpoint, leaseMs, pollMs, wake, attempt } = this.opts;
+    const replayConcurrency = this.opts.replayConcurrency ?? 0;
     while (this.running) {
       this.maybeStartCircuitOpenPass();
-      const free = concurrency - this.active;
+      const freeReplays = replayConcurrency - this.activeReplays;
+      const freeFirst = concurrency - (this.active - this.activeReplays);
+      const free = freeFirst + freeReplays;
       let leased: LeasedDelivery[] = [];
       let leasedAt = 0;
       if (free > 0) {
@@ -108,6 +121,9 @@ export class DeliveryWorker {
             owner,
             now: leasedAt,
             limit: free,
+            firstLimit: freeFirst,
+            replayLimit: freeReplays,
+            replaysOnly: concurrency === 0,
             perEndpoint,
             leaseMs,
             lanes: this.opts.lanes,
@@ -121,7 +137,7 @@ export class DeliveryWorker {
       for (const l of leased) this.startAttempt(l, leasedAt);
       // Full batch: more may be due right now. Otherwise wait for work (fan-out poke), a free slot, or the poll.
       if (leased.length === 0 || leased.length < free) await wake.wait(pollMs);
-      else if (this.active >= concurrency) await wake.wait(pollMs);
+      else if (this.active >= concurrency + replayConcurrency) await wake.wait(pollMs);
       // Let the rest of this turn's completions and pokes land (and their write go first): one lease for them all.
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
@@ -190,6 +206,7 @@ export class DeliveryWorker {
 
   private startAttempt(leased: LeasedDelivery, leasedAt: number): void {
     this.active++;
+    if (leased.delivery.replayedFrom !== null) this.activeReplays++;
     void this.runAttempt(leased, leasedAt);
   }
 
@@ -205,6 +222,7 @@ export class DeliveryWorker {
       this.opts.logger?.error({ err, delivery: leased.delivery.id }, 'attempt crashed');
     } finally {
       this.active--;
+      if (leased.delivery.replayedFrom !== null) this.activeReplays--;
       this.opts.wake.poke();
       this.settle();
     }

@@ -12,6 +12,7 @@ import { fanoutConformance } from './delivery/fanout.ts';
 import { createDeliveryHarness } from './delivery/harness.ts';
 import { leasingConformance } from './delivery/leasing.ts';
 import { readsCancellationConformance } from './delivery/reads-cancellation.ts';
+import { replayBudgetConformance } from './delivery/replay-budget.ts';
 import { type StoreConformanceOptions, skipAwareTest } from './store-conformance.ts';
 
 export function runDeliveryConformance(opts: StoreConformanceOptions): void {
@@ -34,6 +35,7 @@ export function runDeliveryConformance(opts: StoreConformanceOptions): void {
     leasingConformance({ h, test });
     completionConformance({ h, test });
     readsCancellationConformance({ h, test });
+    replayBudgetConformance({ h, test });
   });
 
   checkSkips();

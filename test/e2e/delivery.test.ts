@@ -22,7 +22,7 @@ describe.each(STORE_KINDS)('delivery on %s', (kind) => {
     receiver = await Receiver.start();
     t = await createTestApp(kind, {
       clock,
-      roles: ['intake', 'control', 'fanout', 'delivery', 'maintenance'],
+      roles: ['intake', 'control', 'fanout', 'delivery', 'replay', 'maintenance'],
       env: { HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8', HOOKRAIL_POLL_MS: '10', HOOKRAIL_SECRET_CACHE_MS: '0' },
     });
     tenant = (await t.request({ method: 'POST', url: '/v1/tenants', body: { name: 'Acme' } })).body;

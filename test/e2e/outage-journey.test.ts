@@ -34,7 +34,7 @@ async function setup(kind: 'sqlite' | 'postgres'): Promise<Journey> {
   const receiver = await Receiver.start();
   const t = await createTestApp(kind, {
     clock,
-    roles: ['intake', 'control', 'fanout', 'delivery', 'maintenance'],
+    roles: ['intake', 'control', 'fanout', 'delivery', 'replay', 'maintenance'],
     env: {
       HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
       HOOKRAIL_POLL_MS: '5',

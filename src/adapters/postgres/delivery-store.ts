@@ -70,8 +70,8 @@ export function createPostgresDeliveryStore({ query, tx }: PostgresDeliveryStore
     ...createEndpointsStore({ query, tx }),
     fanoutRun: ({ now, limit, deliveryLimit, ids }) =>
       fanoutRun(tx, subscriptions, now, limit, deliveryLimit ?? Number.POSITIVE_INFINITY, ids),
-    deliveryLease: ({ owner, now, limit, perEndpoint, leaseMs, lanes }) =>
-      lease(tx, owner, now, limit, perEndpoint, leaseMs, lanes),
+    deliveryLease: ({ owner, now, limit, perEndpoint, leaseMs, lanes, ...kinds }) =>
+      lease(tx, owner, now, limit, perEndpoint, leaseMs, lanes, kinds),
     deliverySkipBlocked: (p) => skipBlocked(tx, p),
     async deliveryComplete({ completions, now, ids }) {
       if (completions.length > 0) await complete(tx, completions, now, ids);

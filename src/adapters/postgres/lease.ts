@@ -10,6 +10,13 @@ import { DELIVERY_COLUMNS, type DeliveryRow, prefixed, runtimeColumns, toDeliver
 
 type PickedRow = DeliveryRow & { ev_data: string; ev_created_at: number };
 
+/** What a lease may take of each kind (ports/delivery-store.ts deliveryLease). */
+export interface LeaseKinds {
+  firstLimit?: number;
+  replayLimit?: number;
+  replaysOnly?: boolean;
+}
+
 interface Candidate {
   endpoint_id: string;
   inflight: number;
@@ -58,7 +65,8 @@ const EARLIER_UNFANNED = (seq: string, tenant: string) =>
  * tenant awaits fan-out; `resource` — only the oldest pending delivery of its resource, likewise, and only while none
  * of the resource is in flight (one leased under 'none' before a mode change counts too); deliveries without a
  * resource id, and all under `none`, are unordered. The caller holds the candidates' queue rows. With `withEvent`, each row also carries its event (`ev_data`,
- * `ev_created_at`).
+ * `ev_created_at`). Of the rows, at most `firstLimit` are not replays and at most `replayLimit` are (0: that kind is
+ * not read; what an ordering mode holds behind such a delivery stays queued too).
  */
 export async function pickDue(
   c: Db,
@@ -67,6 +75,8 @@ export async function pickDue(
   now: number,
   limit: number,
   withEvent: boolean,
+  firstLimit = limit,
+  replayLimit = limit,
 ): Promise<PickedRow[]> {
   // The event by its sequence number (the primary key, a bigint), as on SQLite, not by its text id: one key probe
   // per row (a fenced LATERAL), which is also what keeps the statement's plan index-driven when it is planned once
@@ -77,6 +87,20 @@ export async function pickDue(
         'CROSS JOIN LATERAL (SELECT data, created_at FROM events WHERE seq = cut.seq OFFSET 0) ev',
       ]
     : ['', ''];
+  // Due rows of one kind (not replays: $7, replays: $8, each at most its budget): replays through their own small
+  // partial index (deliveries_replays_ready), first deliveries through deliveries_ready, so neither kind's rows can
+  // hide the other's behind the LIMIT.
+  const ready = (replays: boolean) =>
+    `(SELECT d.next_attempt_at AS k, d.event_seq AS seq, ${prefixed('d', DELIVERY_COLUMNS)} FROM deliveries d
+       WHERE NOT c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
+         AND d.lease_owner IS NULL AND d.next_attempt_at <= $4 AND d.replayed_from IS ${replays ? 'NOT NULL' : 'NULL'}
+         AND (NOT c.by_resource OR d.resource_id IS NULL OR (NOT EXISTS (
+               SELECT 1 FROM deliveries x
+                WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
+                  AND x.status = 'pending'
+                  AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL))
+             AND NOT EXISTS (${EARLIER_UNFANNED('d.event_seq', 'd.tenant_id')})))
+       ORDER BY d.next_attempt_at LIMIT LEAST(c.room, ${replays ? '$8' : '$7'}))`;
   return (
     await c.query<PickedRow>(
       `WITH cand AS (
@@ -85,18 +109,11 @@ export async function pickDue(
           WHERE room > 0
        ),
        picked AS (
-         SELECT c.rank, p.* FROM cand c
+         SELECT c.rank, c.room AS ep_room, p.* FROM cand c
           CROSS JOIN LATERAL (
-            (SELECT d.next_attempt_at AS k, d.event_seq AS seq, ${prefixed('d', DELIVERY_COLUMNS)} FROM deliveries d
-              WHERE NOT c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
-                AND d.lease_owner IS NULL AND d.next_attempt_at <= $4
-                AND (NOT c.by_resource OR d.resource_id IS NULL OR (NOT EXISTS (
-                      SELECT 1 FROM deliveries x
-                       WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
-                         AND x.status = 'pending'
-                         AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL))
-                    AND NOT EXISTS (${EARLIER_UNFANNED('d.event_seq', 'd.tenant_id')})))
-              ORDER BY d.next_attempt_at LIMIT c.room)
+            ${ready(false)}
+            UNION ALL
+            ${ready(true)}
             UNION ALL
             (SELECT h.k, h.k AS seq, ${prefixed('h', DELIVERY_COLUMNS)} FROM (
                 SELECT d.event_seq AS k, ${prefixed('d', DELIVERY_COLUMNS)}, d.lease_owner AS h_owner
@@ -104,11 +121,23 @@ export async function pickDue(
                  WHERE c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
                  ORDER BY d.event_seq LIMIT 1) h
               WHERE h.h_owner IS NULL AND h.next_attempt_at <= $4
+                AND (CASE WHEN h.replayed_from IS NULL THEN $7 ELSE $8 END) > 0
                 AND NOT EXISTS (${EARLIER_UNFANNED('h.k', 'h.tenant_id')}))
           ) p
        ),
+       -- Each endpoint within its room (the two kinds together, oldest due first), each kind within its budget
+       -- (in rotation order), then the call's limit over what is left.
+       rooms AS (
+         SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY rank ORDER BY k, id) AS en FROM picked) x
+          WHERE en <= ep_room
+       ),
+       kinds AS (
+         SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY replayed_from IS NULL ORDER BY rank, k, id) AS kn
+                          FROM rooms) x
+          WHERE kn <= CASE WHEN replayed_from IS NULL THEN $7 ELSE $8 END
+       ),
        cut AS (
-         SELECT * FROM (SELECT *, row_number() OVER (ORDER BY rank, k, id) AS rn FROM picked) x
+         SELECT * FROM (SELECT *, row_number() OVER (ORDER BY rank, k, id) AS rn FROM kinds) x
           WHERE rn <= $5
        )
        SELECT ${prefixed('cut', DELIVERY_COLUMNS)}${cols}
@@ -121,13 +150,22 @@ export async function pickDue(
         now,
         limit,
         cands.map((cd) => cd.ordering === 'resource'),
+        firstLimit,
+        replayLimit,
       ],
     )
   ).rows;
 }
 
 /** Step 1 of lease (below): the candidate endpoints with their runtimes and room, their queue rows locked. */
-async function candidates(c: Db, now: number, limit: number, perEndpoint: number, inLanes: string) {
+async function candidates(
+  c: Db,
+  now: number,
+  limit: number,
+  perEndpoint: number,
+  inLanes: string,
+  onlyReplays: string,
+) {
   // 1. Candidate endpoints, least recently served first, locked; rows other workers hold are skipped. The
   //    queue row comes back as locked (its current version), so its runtime is the one to compare-and-set,
   //    and the lane condition holds for its current lane (a lane move committed meanwhile is re-checked).
@@ -150,7 +188,7 @@ async function candidates(c: Db, now: number, limit: number, perEndpoint: number
           CROSS JOIN LATERAL (SELECT e.max_concurrency, e.ordering, e.url, e.headers, e.tenant_id
                                 FROM endpoints e WHERE e.id = q.endpoint_id OFFSET 0) e
           WHERE q.next_due_at <= $1 AND (q.blocked_until IS NULL OR q.blocked_until <= $1) AND q.inflight < e.max_concurrency ${inLanes}
-            AND (q.last_served_at, q.endpoint_id) > ($3::bigint, $4::text)
+            ${onlyReplays} AND (q.last_served_at, q.endpoint_id) > ($3::bigint, $4::text)
           ORDER BY q.last_served_at, q.endpoint_id
           LIMIT $2
           FOR UPDATE OF q SKIP LOCKED`,
@@ -189,6 +227,10 @@ async function candidates(c: Db, now: number, limit: number, perEndpoint: number
  * guarded by `status = 'pending' AND lease_owner IS NULL` would let the planner pick a full scan of a partial
  * index it believes tiny (O(backlog) per call, seen with autovacuum off).
  */
+/** Endpoints with a due, unleased replay (the partial index deliveries_replays_ready): `replaysOnly` leases. */
+const HAS_DUE_REPLAY = `AND q.endpoint_id IN (SELECT r.endpoint_id FROM deliveries r
+  WHERE r.status = 'pending' AND r.lease_owner IS NULL AND r.replayed_from IS NOT NULL AND r.next_attempt_at <= $1)`;
+
 export async function lease(
   tx: TxRunner,
   owner: string,
@@ -197,22 +239,29 @@ export async function lease(
   perEndpoint: number,
   leaseMs: number,
   lanes?: LaneBinding,
+  kinds: LeaseKinds = {},
 ) {
+  const firstLimit = Math.min(kinds.firstLimit ?? limit, limit);
+  const replayLimit = Math.min(kinds.replayLimit ?? limit, limit);
+  limit = Math.min(limit, firstLimit + replayLimit);
   if (limit <= 0) return [];
   const inLanes = laneCondition(lanes);
+  const onlyReplays = kinds.replaysOnly ? HAS_DUE_REPLAY : '';
   // Blocked endpoints (circuit open, no probe due: circuit-breaker.ts blockedUntil) are passed over; the
   // circuit-open pass records their due deliveries (circuit-open.ts).
   return tx(
     async (c) => {
       // Key probes only (PROBES_ONLY, query-helpers.ts): plans made once per connection, none reading a table whole.
       // Planned per call, binding steps 1 and 2 cost ~5 and ~12 µs of backend CPU per delivery in bench:delivery.
-      const found = await candidates(c, now, limit, perEndpoint, inLanes);
+      const found = await candidates(c, now, limit, perEndpoint, inLanes, onlyReplays);
       if (found.cands.length === 0) return [];
       // 2. Their due deliveries, all endpoints in one statement (a LATERAL probe of the partial indexes per
       //    endpoint), cut at `limit` in rotation order. A later statement than 1, so its snapshot includes
       //    everything committed by whoever held the queue rows before (fan-out above all).
       const { cands, runtimes, rooms } = found;
-      const picked = rooms.some((r) => r > 0) ? await pickDue(c, cands, rooms, now, limit, true) : [];
+      const picked = rooms.some((r) => r > 0)
+        ? await pickDue(c, cands, rooms, now, limit, true, firstLimit, replayLimit)
+        : [];
 
       const leaseUntil = now + leaseMs;
 

@@ -25,6 +25,7 @@ import {
 } from '../../domain/endpoint-runtime.ts';
 import { ulid } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
+import { replayStart } from '../../domain/replay.ts';
 import type { AuditRecord, EndpointRecord } from '../../ports/delivery-store.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import {
@@ -50,7 +51,7 @@ import {
 } from './delivery-store.ts';
 import { createPostgresLanes } from './lanes.ts';
 import { createPostgresNotifications } from './notifications-store.ts';
-import { createPostgresBulkReplay } from './replay.ts';
+import { createPostgresBulkReplay, LATEST_PENDING_REPLAY } from './replay.ts';
 import { createPostgresTestEvents } from './test-event.ts';
 
 interface AuditRow {
@@ -91,12 +92,12 @@ const lockTenantGates = (db: Db, sortedTenantIds: string[]) =>
     [sortedTenantIds],
   );
 
-/** A new pending delivery copying `$orig` (same event, endpoint and webhook-id), due at `$now`, as data-modifying SQL. */
-const insertReplaysSql = (newIds: string, origIds: string, now: string) =>
+/** A new pending delivery copying `$orig` (same event, endpoint and webhook-id), due at `due`, as data-modifying SQL. */
+const insertReplaysSql = (newIds: string, origIds: string, now: string, due = now) =>
   `INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id,
      status, attempts, next_attempt_at, replayed_from, created_at, updated_at)
    SELECT u.new_id, o.tenant_id, o.endpoint_id, o.event_id, o.event_seq, o.event_type, o.resource_id, o.webhook_id,
-          'pending', 0, ${now}, o.id, ${now}, ${now}
+          'pending', 0, ${due}, o.id, ${now}, ${now}
      FROM unnest(${newIds}, ${origIds}) AS u(new_id, orig_id) JOIN deliveries o ON o.id = u.orig_id`;
 
 export function createPostgresOperationsStore({ query, tx }: PostgresDeliveryStoreDeps): OperationsStore {
@@ -346,7 +347,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
       });
     },
 
-    async deliveryReplay({ id, tenantId, now, ids }) {
+    async deliveryReplay({ id, tenantId, now, ratePerSecond, ids }) {
       return tx(async (c) => {
         // As fan-out does: the tenant gate and the endpoint row shared, so the endpoint cannot be disabled or
         // deleted until this commits, then the queue row last (only to bring its due time forward).
@@ -362,13 +363,19 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
           [o.endpoint_id],
         );
         if (!e.rows[0]) return 'endpoint_gone' as const;
+        // The queue row locked before the latest pending replay is read, as in a bulk replay: two replays of one
+        // endpoint at once take their due times one after the other.
+        await c.query('SELECT 1 FROM endpoint_queue WHERE endpoint_id = $1 FOR UPDATE', [o.endpoint_id]);
+        const latest = await c.query<{ at: string | number | null }>(LATEST_PENDING_REPLAY, [o.endpoint_id]);
+        const at = latest.rows[0]?.at;
+        const due = replayStart(now, at == null ? null : Number(at), ratePerSecond);
         const res = await c.query<DeliveryRow>(
-          `WITH replayed AS (${insertReplaysSql('$1::text[]', '$2::text[]', '$3::bigint')}
+          `WITH replayed AS (${insertReplaysSql('$1::text[]', '$2::text[]', '$3::bigint', '$6::bigint')}
                              RETURNING ${DELIVERY_COLUMNS}),
-                bumped AS (UPDATE endpoint_queue q SET next_due_at = LEAST(COALESCE(q.next_due_at, $3), $3)
+                bumped AS (UPDATE endpoint_queue q SET next_due_at = LEAST(COALESCE(q.next_due_at, $6), $6)
                             WHERE q.endpoint_id = $4 AND $5::boolean)
            SELECT * FROM replayed`,
-          [[ids.delivery()], [o.id], now, o.endpoint_id, e.rows[0].status === 'enabled'],
+          [[ids.delivery()], [o.id], now, o.endpoint_id, e.rows[0].status === 'enabled', due],
         );
         return toDelivery(res.rows[0]!);
       });

@@ -196,6 +196,17 @@ describe('key-probe transactions (PROBES_ONLY)', () => {
     expect(plan).toMatch(/Index Scan using events_pkey on events/);
     expect(plan).toMatch(/Index Scan using deliveries_ready on deliveries/);
     expect(plan).toMatch(/Index Scan using deliveries_head on deliveries/);
+    // Replays through their own small index, not by walking the endpoint's whole ready backlog.
+    expect(plan).toMatch(/Index Scan using deliveries_replays_ready on deliveries/);
+  });
+
+  it('a replays-only lease finds its endpoints through the replays index', async () => {
+    const { sent } = await sentBy((tx) =>
+      lease(tx, 'w1', 0, 100, 10, 60_000, undefined, { replaysOnly: true }),
+    );
+    const plan = await genericPlan(sent[0]!.text);
+    expect(plan).toMatch(/deliveries_replays_ready/);
+    expect(plan).not.toMatch(/Seq Scan on deliveries/);
   });
 
   it("the lease's candidates walk a rotation index in order and probe each endpoint", async () => {

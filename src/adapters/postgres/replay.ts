@@ -9,6 +9,10 @@ import { collectReplayable, replayDueAt, replayStart } from '../../domain/replay
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { lockTenantGatesShared, type PostgresDeliveryStoreDeps } from './delivery-store.ts';
 
+/** The due time of the endpoint's latest pending replay (null: none): where the next replay's spacing starts. */
+export const LATEST_PENDING_REPLAY = `SELECT max(next_attempt_at) AS at FROM deliveries
+  WHERE endpoint_id = $1 AND status = 'pending' AND replayed_from IS NOT NULL`;
+
 const PAGE = 1_000;
 
 export function createPostgresBulkReplay({
@@ -26,11 +30,7 @@ export function createPostgresBulkReplay({
         const endpoint = ep.rows[0];
         if (!endpoint) return 'not_found' as const;
         await c.query('SELECT 1 FROM endpoint_queue WHERE endpoint_id = $1 FOR UPDATE', [p.endpointId]);
-        const latest = await c.query<{ at: string | number | null }>(
-          `SELECT max(next_attempt_at) AS at FROM deliveries
-            WHERE endpoint_id = $1 AND status = 'pending' AND replayed_from IS NOT NULL`,
-          [p.endpointId],
-        );
+        const latest = await c.query<{ at: string | number | null }>(LATEST_PENDING_REPLAY, [p.endpointId]);
         const subscribed = JSON.parse(endpoint.event_types) as string[];
         // Oldest first in pages of PAGE (keyset on the id, which is creation order), until one more than `max`.
         const matches: string[] = [];

@@ -37,8 +37,8 @@ export function createSqliteDeliveryStore(
     // The pipeline's writes share one commit per event-loop turn (turn-commit.ts).
     fanoutRun: ({ now, limit, deliveryLimit, ids }) =>
       turn.submit(() => fanout(now, limit, deliveryLimit ?? Number.POSITIVE_INFINITY, ids)),
-    deliveryLease: ({ owner, now, limit, perEndpoint, leaseMs, lanes }) =>
-      turn.submit(() => lease(owner, now, limit, perEndpoint, leaseMs, lanes)),
+    deliveryLease: ({ owner, now, limit, perEndpoint, leaseMs, lanes, ...kinds }) =>
+      turn.submit(() => lease(owner, now, limit, perEndpoint, leaseMs, lanes, kinds)),
     deliverySkipBlocked: ({ now, limit, lanes, skip, ids }) =>
       turn.submit(() => skipBlocked(now, limit, lanes, skip, ids)),
     async deliveryComplete({ completions, now, ids }) {

@@ -37,6 +37,7 @@ const DUE_COLUMNS = `d.id, d.tenant_id, d.endpoint_id, d.event_id, d.event_type,
   d.attempts, d.next_attempt_at, d.first_attempt_at, d.last_attempt_at, d.status_reason, d.replayed_from, d.created_at,
   d.updated_at, d.lease_owner`;
 const NEXT_ATTEMPT_AT = 9;
+const REPLAYED_FROM = 13;
 const LEASE_OWNER = 16;
 const EVENT_DATA = 17;
 const EVENT_CREATED_AT = 18;
@@ -69,19 +70,50 @@ export const dueDelivery = (r: DueRow): DeliveryRecord => ({
  * `resource` — only the oldest pending delivery of its resource, and only while no delivery of the resource is in
  * flight (one leased under `none` before a mode change counts too), so at most one per resource is ever in flight;
  * deliveries without a resource id, and all under `none`, are unordered. With `withEvent`, each row also carries
- * its event's data and creation time.
+ * its event's data and creation time. Of the rows, at most `firstRoom` are not replays and at most `replayRoom` are
+ * (0: none of that kind; such a delivery still holds back what its ordering mode puts behind it). The two kinds are
+ * read apart, replays through their own small index, so neither kind's rows can hide the other's behind a LIMIT.
  */
-export function dueRows(st: St, c: Row, now: number, room: number, withEvent: boolean): DueRow[] {
+export function dueRows(
+  st: St,
+  c: Row,
+  now: number,
+  room: number,
+  withEvent: boolean,
+  firstRoom = room,
+  replayRoom = room,
+): DueRow[] {
   if (c.ordering === 'endpoint') {
     if ((c.inflight as number) > 0) return [];
     const head = st(withEvent ? HEAD_WITH_EVENT : HEAD)
       .raw()
       .all(c.endpoint_id) as DueRow[];
-    return head.filter((r) => r[LEASE_OWNER] === null && (r[NEXT_ATTEMPT_AT] as number) <= now);
+    return head.filter(
+      (r) =>
+        r[LEASE_OWNER] === null &&
+        (r[NEXT_ATTEMPT_AT] as number) <= now &&
+        (r[REPLAYED_FROM] === null ? firstRoom : replayRoom) > 0,
+    );
   }
-  return st(withEvent ? DUE_WITH_EVENT : DUE)
-    .raw()
-    .all(c.endpoint_id, now, c.ordering === 'resource' ? 1 : 0, room) as DueRow[];
+  const byResource = c.ordering === 'resource' ? 1 : 0;
+  const first =
+    firstRoom > 0
+      ? (st(withEvent ? DUE_WITH_EVENT : DUE)
+          .raw()
+          .all(c.endpoint_id, now, byResource, Math.min(room, firstRoom)) as DueRow[])
+      : [];
+  const replays =
+    replayRoom > 0
+      ? (st(withEvent ? DUE_REPLAYS_WITH_EVENT : DUE_REPLAYS)
+          .raw()
+          .all(c.endpoint_id, now, byResource, Math.min(room, replayRoom)) as DueRow[])
+      : [];
+  if (replays.length === 0) return first;
+  if (first.length === 0) return replays;
+  // Both kinds: oldest due first across them, at most `room`.
+  return [...first, ...replays]
+    .sort((a, b) => (a[NEXT_ATTEMPT_AT] as number) - (b[NEXT_ATTEMPT_AT] as number))
+    .slice(0, room);
 }
 
 // The due-row reads' texts, made once (each lease reads per endpoint, and the statement cache is keyed by the text).
@@ -91,9 +123,13 @@ const eventJoin = (withEvent: boolean) => (withEvent ? 'JOIN events ev ON ev.seq
 const headSql = (withEvent: boolean) =>
   `SELECT ${DUE_COLUMNS}${eventColumns(withEvent)} FROM deliveries d ${eventJoin(withEvent)}
    WHERE d.endpoint_id = ? AND d.status = 'pending' ORDER BY d.event_seq LIMIT 1`;
-const dueSql = (withEvent: boolean) =>
-  `SELECT ${DUE_COLUMNS}${eventColumns(withEvent)} FROM deliveries d ${eventJoin(withEvent)}
+// First deliveries through deliveries_ready; replays through deliveries_replays_ready (named: the planner has no
+// statistics to tell that it holds only the few replays, and walking deliveries_ready would read the backlog).
+const dueSql = (withEvent: boolean, replays: boolean) =>
+  `SELECT ${DUE_COLUMNS}${eventColumns(withEvent)}
+     FROM deliveries d ${replays ? 'INDEXED BY deliveries_replays_ready' : ''} ${eventJoin(withEvent)}
    WHERE d.endpoint_id = ? AND d.status = 'pending' AND d.lease_owner IS NULL AND d.next_attempt_at <= ?
+     AND d.replayed_from IS ${replays ? 'NOT NULL' : 'NULL'}
      AND (? = 0 OR d.resource_id IS NULL OR NOT EXISTS (
        SELECT 1 FROM deliveries x WHERE x.endpoint_id = d.endpoint_id AND x.resource_id = d.resource_id
          AND x.status = 'pending' AND x.resource_id IS NOT NULL
@@ -101,8 +137,21 @@ const dueSql = (withEvent: boolean) =>
    ORDER BY d.next_attempt_at LIMIT ? + 0`;
 const HEAD = headSql(false);
 const HEAD_WITH_EVENT = headSql(true);
-const DUE = dueSql(false);
-const DUE_WITH_EVENT = dueSql(true);
+const DUE = dueSql(false, false);
+const DUE_WITH_EVENT = dueSql(true, false);
+const DUE_REPLAYS = dueSql(false, true);
+const DUE_REPLAYS_WITH_EVENT = dueSql(true, true);
+
+/** Endpoints with a due, unleased replay (the partial index deliveries_replays_ready): `replaysOnly` leases. */
+const HAS_DUE_REPLAY = `AND q.endpoint_id IN (SELECT r.endpoint_id FROM deliveries r INDEXED BY deliveries_replays_ready
+  WHERE r.status = 'pending' AND r.lease_owner IS NULL AND r.replayed_from IS NOT NULL AND r.next_attempt_at <= ?)`;
+
+/** What a lease may take of each kind (ports/delivery-store.ts deliveryLease). */
+export interface LeaseKinds {
+  firstLimit?: number;
+  replayLimit?: number;
+  replaysOnly?: boolean;
+}
 
 const SERVED = `UPDATE endpoint_queue SET inflight = inflight + @n, last_served_at = @now, next_due_at = ${EARLIEST_DUE}
   WHERE endpoint_id = @id`;
@@ -116,8 +165,14 @@ export function createLease(st: St) {
     perEndpoint: number,
     leaseMs: number,
     lanes?: LaneBinding,
+    kinds: LeaseKinds = {},
   ): LeasedDelivery[] => {
     const inLanes = laneCondition(lanes);
+    const onlyReplays = kinds.replaysOnly ? HAS_DUE_REPLAY : '';
+    let firstLeft = kinds.firstLimit ?? limit;
+    let replaysLeft = kinds.replayLimit ?? limit;
+    limit = Math.min(limit, firstLeft + replaysLeft);
+    if (limit <= 0) return [];
     // Blocked endpoints (circuit open, no probe due: circuit-breaker.ts blockedUntil) are passed over; the
     // circuit-open pass records their due deliveries (circuit-open.ts).
     // Least recently served first; how much each may take is domain/lease-room.ts's (an endpoint at its ramped cap
@@ -130,9 +185,9 @@ export function createLease(st: St) {
              e.url, e.headers, e.tenant_id
            FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
            WHERE q.next_due_at <= ? AND (q.blocked_until IS NULL OR q.blocked_until <= ?) AND q.inflight < e.max_concurrency ${inLanes}
-             AND (q.last_served_at > ? OR (q.last_served_at = ? AND q.endpoint_id > ?))
+             ${onlyReplays} AND (q.last_served_at > ? OR (q.last_served_at = ? AND q.endpoint_id > ?))
            ORDER BY q.last_served_at, q.endpoint_id LIMIT ? + 0`,
-      ).all(now, now, after[0], after[0], after[1], want) as Row[];
+      ).all(...(onlyReplays ? [now, now, now] : [now, now]), after[0], after[0], after[1], want) as Row[];
       for (const c of batch) {
         const runtime = parseRuntime((c.runtime as string | null) ?? null);
         const room = leaseRoom(
@@ -162,7 +217,7 @@ export function createLease(st: St) {
       const endpointId = c.endpoint_id as string;
       const take = Math.min(room, limit - out.length);
       // Visited with no room (its head in flight), it is still marked served: its turn is over.
-      const rows = take > 0 ? dueRows(st, c, now, take, true) : [];
+      const rows = take > 0 ? dueRows(st, c, now, take, true, firstLeft, replaysLeft) : [];
       const endpoint = {
         id: endpointId,
         tenantId: c.tenant_id as string,
@@ -171,6 +226,8 @@ export function createLease(st: St) {
       };
       let claimed = false;
       for (const r of rows) {
+        if (r[REPLAYED_FROM] === null) firstLeft--;
+        else replaysLeft--;
         const delivery = dueDelivery(r);
         mark.run(owner, leaseUntil, now, c.lane, delivery.id);
         // The circuit decides per delivery, in this transaction: send, send as the one probe, or skip.

@@ -14,6 +14,7 @@ import {
 } from '../../domain/endpoint-runtime.ts';
 import { ulid } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
+import { replayStart } from '../../domain/replay.ts';
 import type {
   AuditRecord,
   EndpointRecord,
@@ -23,7 +24,7 @@ import type {
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { deliveryFromRow, endpointFromRow } from './delivery-store.ts';
 import { createSqliteLanes } from './lanes.ts';
-import { createSqliteBulkReplay } from './replay.ts';
+import { createSqliteBulkReplay, LATEST_PENDING_REPLAY } from './replay.ts';
 import { page } from './rows.ts';
 import { createSqliteTestEvents } from './test-event.ts';
 
@@ -115,7 +116,7 @@ export function createSqliteOperationsStore(
   st: St,
   refreshDue: (id: string) => void,
 ): OperationsStore {
-  const insertReplay = (original: Row, deliveryId: string, now: number) =>
+  const insertReplay = (original: Row, deliveryId: string, now: number, dueAt = now) =>
     st(
       `INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id,
          status, attempts, next_attempt_at, replayed_from, created_at, updated_at)
@@ -129,7 +130,7 @@ export function createSqliteOperationsStore(
       original.event_type,
       original.resource_id,
       original.webhook_id,
-      now,
+      dueAt,
       original.id,
       now,
       now,
@@ -423,7 +424,7 @@ export function createSqliteOperationsStore(
       st('UPDATE tenants SET notification_email = ? WHERE id = ?').run(email, tenantId);
     },
 
-    async deliveryReplay({ id, tenantId, now, ids }) {
+    async deliveryReplay({ id, tenantId, now, ratePerSecond, ids }) {
       return db
         .transaction(() => {
           const original = st('SELECT * FROM deliveries WHERE id = ? AND tenant_id = ?').get(id, tenantId) as
@@ -435,7 +436,8 @@ export function createSqliteOperationsStore(
           ) as Row | undefined;
           if (!e) return 'endpoint_gone' as const;
           const newId = ids.delivery();
-          insertReplay(original, newId, now);
+          const latest = st(LATEST_PENDING_REPLAY).get(original.endpoint_id) as { at: number | null };
+          insertReplay(original, newId, now, replayStart(now, latest.at, ratePerSecond));
           refreshDue(original.endpoint_id as string);
           return deliveryFromRow(st('SELECT * FROM deliveries WHERE id = ?').get(newId) as Row);
         })

@@ -26,7 +26,7 @@ const INSERT_REPLAY = `
          'pending', 0, ?, id, ?, ?
     FROM deliveries WHERE id = ?`;
 
-const LATEST_PENDING_REPLAY = `
+export const LATEST_PENDING_REPLAY = `
   SELECT max(next_attempt_at) AS at FROM deliveries
    WHERE endpoint_id = ? AND status = 'pending' AND replayed_from IS NOT NULL`;
 

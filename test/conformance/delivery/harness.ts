@@ -101,6 +101,9 @@ export function createDeliveryHarness() {
     limit?: number;
     perEndpoint?: number;
     leaseMs?: number;
+    firstLimit?: number;
+    replayLimit?: number;
+    replaysOnly?: boolean;
   }) =>
     h.store.deliveryLease({
       owner: o.owner ?? 'w1',
@@ -108,6 +111,9 @@ export function createDeliveryHarness() {
       limit: o.limit ?? 100,
       perEndpoint: o.perEndpoint ?? 100,
       leaseMs: o.leaseMs ?? LEASE_MS,
+      firstLimit: o.firstLimit,
+      replayLimit: o.replayLimit,
+      replaysOnly: o.replaysOnly,
     });
 
   const complete = (

@@ -18,7 +18,13 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
       expect(original.status).toBe('delivered');
 
       const now = NOW + HOUR;
-      const copy = await h.store.deliveryReplay({ id: original.id, tenantId: t.id, now, ids });
+      const copy = await h.store.deliveryReplay({
+        id: original.id,
+        tenantId: t.id,
+        now,
+        ratePerSecond: 10,
+        ids,
+      });
       expect(copy).toEqual({
         id: expect.stringMatching(/^dlv_/),
         tenantId: t.id,
@@ -51,20 +57,41 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
         id: c.id,
         tenantId: t.id,
         now: now + 1,
+        ratePerSecond: 10,
         ids,
       })) as DeliveryRecord;
-      expect(again).toMatchObject({ webhookId: original.webhookId, replayedFrom: c.id });
+      // Rate-capped like a bulk replay: due one interval (100 ms at 10/s) after the endpoint's latest pending
+      // replay, `c`, still in flight.
+      expect(again).toMatchObject({
+        webhookId: original.webhookId,
+        replayedFrom: c.id,
+        nextAttemptAt: now + 100,
+      });
+      const third = (await h.store.deliveryReplay({
+        id: original.id,
+        tenantId: t.id,
+        now: now + 2,
+        ratePerSecond: 10,
+        ids,
+      })) as DeliveryRecord;
+      expect(third.nextAttemptAt).toBe(now + 200);
 
-      expect(await h.store.deliveryReplay({ id: id('delivery'), tenantId: t.id, now, ids })).toBe(
-        'not_found',
-      );
-      expect(await h.store.deliveryReplay({ id: original.id, tenantId: other.id, now, ids })).toBe(
-        'not_found',
-      );
+      expect(
+        await h.store.deliveryReplay({ id: id('delivery'), tenantId: t.id, now, ratePerSecond: 10, ids }),
+      ).toBe('not_found');
+      expect(
+        await h.store.deliveryReplay({ id: original.id, tenantId: other.id, now, ratePerSecond: 10, ids }),
+      ).toBe('not_found');
       await h.store.endpointDelete({ id: ep.id, tenantId: t.id, now: now + 2 });
-      expect(await h.store.deliveryReplay({ id: original.id, tenantId: t.id, now: now + 3, ids })).toBe(
-        'endpoint_gone',
-      );
+      expect(
+        await h.store.deliveryReplay({
+          id: original.id,
+          tenantId: t.id,
+          now: now + 3,
+          ratePerSecond: 10,
+          ids,
+        }),
+      ).toBe('endpoint_gone');
     });
 
     test('deliveryReplayBulk: filters, confirmation, rate-spaced due times, each delivery replayed once', async () => {
@@ -210,7 +237,13 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
         reason: 'x',
         now: NOW + 3,
       });
-      const copy = await h.store.deliveryReplay({ id: l!.delivery.id, tenantId: t.id, now: NOW + HOUR, ids });
+      const copy = await h.store.deliveryReplay({
+        id: l!.delivery.id,
+        tenantId: t.id,
+        now: NOW + HOUR,
+        ratePerSecond: 10,
+        ids,
+      });
       expect(copy).toMatchObject({ status: 'pending', replayedFrom: l!.delivery.id });
       expect(await lease(NOW + HOUR + 1)).toEqual([]);
       await h.store.endpointSetStatus({
