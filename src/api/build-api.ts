@@ -23,6 +23,7 @@ import type { DestinationChecker } from '../ports/http-sender.ts';
 import type { KeyService } from '../ports/key-service.ts';
 import type { Metrics } from '../ports/metrics.ts';
 import { type Store, StoreUnavailableError } from '../ports/store.ts';
+import { bodyOptional } from './control-schemas.ts';
 import { deliveryRoutes } from './routes/deliveries.ts';
 import { egressRangeRoutes } from './routes/egress-ranges.ts';
 import { endpointRoutes } from './routes/endpoints.ts';
@@ -34,7 +35,7 @@ import { secretRoutes } from './routes/secrets.ts';
 import { stepUpRoutes } from './routes/step-up.ts';
 import { systemRoutes } from './routes/system.ts';
 import { tenantRoutes } from './routes/tenants.ts';
-import { ErrorBody } from './schemas.ts';
+import { ErrorBody, errorResponses, isRfc3339 } from './schemas.ts';
 
 export interface ApiDeps {
   store: Store;
@@ -98,7 +99,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   });
   const lenient = new Ajv({ coerceTypes: true, removeAdditional: false, useDefaults: true });
   for (const ajv of [strict, lenient]) {
-    ajv.addFormat('date-time', true);
+    ajv.addFormat('date-time', isRfc3339);
     ajv.addKeyword('example');
   }
   app.setValidatorCompiler(({ schema, httpPart }) =>
@@ -108,8 +109,11 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   // JSON only, valid UTF-8 only: a replacement character silently substituted for a bad byte would change the
   // payload we promise to deliver verbatim.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     const buf = body as Buffer;
+    // On a route whose body is optional, an empty body with a JSON content type is no body (taken as `{}`).
+    if (buf.length === 0 && (req.routeOptions.config as { optionalBody?: boolean }).optionalBody)
+      return done(null, undefined);
     if (!isUtf8(buf))
       return done(new ApiError('invalid_json', 'The request body is not valid UTF-8.'), undefined);
     try {
@@ -127,7 +131,11 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     else if (err instanceof StoreUnavailableError) {
       apiError = new ApiError('store_unavailable', undefined, undefined, STORE_RETRY_AFTER_S);
     } else if (err.code && FASTIFY_CODES[err.code]) {
-      const code = FASTIFY_CODES[err.code] as ErrorCode;
+      // A malformed list cursor (the only failure of a query string's `cursor`) has a code of its own.
+      const code =
+        err.validationContext === 'querystring' && err.validation?.every((v) => v.instancePath === '/cursor')
+          ? 'invalid_cursor'
+          : (FASTIFY_CODES[err.code] as ErrorCode);
       const details =
         err.validation && err.validation.length > 0
           ? {
@@ -163,6 +171,28 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     reply.status(404).send({ error: { code: 'route_not_found', message: ERRORS.route_not_found.message } }),
   );
 
+  // What every route of its shape can answer, listed on each so that the document says so: 500 and 503 (an
+  // unavailable store, a process shutting down: both with Retry-After) anywhere; 400 where there are path or query
+  // parameters or a body; 413 and 415 where there is a body. The statuses a handler answers itself are in its own
+  // schema. Routes whose body is optional (bodyOptional) are marked optional in the document (transformObject).
+  const optionalBodies = new Set<string>();
+  app.addHook('onRoute', (route) => {
+    const schema = route.schema;
+    if (!schema || schema.hide) return;
+    schema.response ??= {};
+    const response = schema.response as Record<string, unknown>;
+    const add = (...statuses: number[]) => {
+      for (const [status, ref] of Object.entries(errorResponses(...statuses))) response[status] ??= ref;
+    };
+    add(500, 503);
+    if (schema.params || schema.querystring) add(400);
+    if (schema.body) add(400, 413, 415);
+    if ([route.preValidation].flat().includes(bodyOptional)) {
+      route.config = { ...route.config, optionalBody: true } as typeof route.config;
+      for (const method of [route.method].flat()) optionalBodies.add(`${method.toLowerCase()} ${route.url}`);
+    }
+  });
+
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -179,6 +209,19 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     },
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (json.$id as string) ?? `def-${i}`,
+    },
+    transformObject: (document) => {
+      if (!('openapiObject' in document)) return document.swaggerObject;
+      const { openapiObject } = document;
+      const paths = openapiObject.paths as
+        | Record<string, Record<string, { requestBody?: object }>>
+        | undefined;
+      for (const key of optionalBodies) {
+        const [method, url] = key.split(' ') as [string, string];
+        const op = paths?.[url.replace(/:(\w+)/g, '{$1}')]?.[method];
+        if (op?.requestBody) op.requestBody = { ...op.requestBody, required: false };
+      }
+      return openapiObject;
     },
   });
 

@@ -144,7 +144,10 @@ const secretProperties = {
 
 export const SecretMetadata = Type.Object(secretProperties);
 
-export const SecretList = Type.Object({ data: Type.Array(SecretMetadata) });
+export const SecretList = Type.Object({
+  data: Type.Array(SecretMetadata),
+  next_cursor: Type.Null({ description: 'Always null: at most two secrets are active, so the list is one page.' }),
+});
 
 export const SecretCreated = Type.Object({
   ...secretProperties,

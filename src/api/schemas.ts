@@ -35,6 +35,10 @@ export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength:
 
 export const Timestamp = Type.String({ format: 'date-time' });
 
+/** The `date-time` format: an RFC 3339 timestamp with a time and an offset (`2026-01-01T00:00:00Z`), a real date. */
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+export const isRfc3339 = (s: string): boolean => RFC3339.test(s) && !Number.isNaN(Date.parse(s));
+
 export const Tenant = Type.Object(
   { id: Type.String(), name: Type.String(), created_at: Timestamp },
   { $id: 'Tenant' },

@@ -14,7 +14,6 @@ export const ERRORS = {
   invalid_totp: { status: 403, message: 'The TOTP code is wrong, expired or already used.' },
   not_found: { status: 404, message: 'No such resource.' },
   route_not_found: { status: 404, message: 'No such route.' },
-  method_not_allowed: { status: 405, message: 'Method not allowed.' },
   tenant_not_found: { status: 404, message: 'No such tenant.' },
   conflict: { status: 409, message: 'The request conflicts with the current state.' },
   idempotency_key_reused: {
@@ -32,7 +31,6 @@ export const ERRORS = {
   payload_too_large: { status: 413, message: 'The request body is too large.' },
   unsupported_media_type: { status: 415, message: 'Content-Type must be application/json.' },
   destination_not_allowed: { status: 422, message: 'Hookrail does not deliver to this destination.' },
-  unprocessable: { status: 422, message: 'The request is well-formed but cannot be processed.' },
   rate_limited: { status: 429, message: 'Too many requests.' },
   internal_error: { status: 500, message: 'Internal error.' },
   store_unavailable: { status: 503, message: 'The store is unavailable; retry shortly.' },

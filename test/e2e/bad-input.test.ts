@@ -335,7 +335,7 @@ const CASES: Case[] = [
     method: 'GET',
     url: '/v1/events?cursor=%27%20OR%201=1',
     status: 400,
-    code: 'validation_failed',
+    code: 'invalid_cursor',
   },
   {
     name: 'unknown query parameter',

@@ -2,6 +2,7 @@
  * A Hookrail instance for tests, built in-process without listening, on SQLite (a file of its own) or PostgreSQL
  * (a schema of its own). `request` wraps `app.inject()`.
  */
+
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +13,7 @@ import { type Hookrail, startHookrail } from '../../src/bootstrap/start.ts';
 import { loadConfig, type Role } from '../../src/config/config.ts';
 import type { Clock } from '../../src/ports/clock.ts';
 import type { Store } from '../../src/ports/store.ts';
+import { openApiMismatch } from './openapi-check.ts';
 import { dropSchema, freshSchemaName, postgresUrl } from './postgres.ts';
 
 export type StoreKind = 'sqlite' | 'postgres';
@@ -108,6 +110,8 @@ export async function createTestApp(
       try {
         parsed = res.body ? JSON.parse(res.body) : null;
       } catch {}
+      const mismatch = openApiMismatch(method, url, res.statusCode, parsed);
+      if (mismatch) throw new Error(mismatch);
       return { status: res.statusCode, body: parsed, headers: res.headers };
     },
     async close() {

@@ -1,4 +1,5 @@
 import { isUtf8 } from 'node:buffer';
+import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { readScope } from '../../app/auth.ts';
 import { getEndpoint } from '../../app/manage-endpoints.ts';
@@ -114,8 +115,12 @@ export const deliveryRoutes = (deps: ApiDeps) => async (app: FastifyInstance) =>
     {
       schema: {
         summary: "A delivery's attempts, first to last",
+        description:
+          'All of them in one list (a delivery makes at most 12 attempts), so `next_cursor` is always null and ' +
+          'the list takes no query parameters.',
         tags: ['deliveries'],
         params: IdParams,
+        querystring: Type.Object({}, { additionalProperties: false }),
         response: { 200: listOf(AttemptSummary), ...errorResponses(401, 403, 404) },
       },
     },

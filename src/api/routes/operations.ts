@@ -24,6 +24,7 @@ import type { ApiDeps } from '../build-api.ts';
 import {
   bodyOptional,
   Delivery,
+  EmptyBody,
   EndpointEnable,
   EndpointEnabled,
   EndpointReplay,
@@ -252,10 +253,15 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
     {
       schema: {
         summary: 'Replay one delivery: a new delivery of the same event with the original webhook-id',
+        description:
+          "Due at once, or 100 ms after the endpoint's latest pending replay: single and bulk replays share " +
+          'the rate cap of 10 per second per endpoint. The body is optional and takes no fields.',
         tags: ['failure-handling'],
         params: IdParams,
+        body: EmptyBody,
         response: { 202: Delivery, ...errorResponses(401, 403, 404, 409) },
       },
+      preValidation: bodyOptional,
     },
     async (req, reply) => {
       const tenantId = requireTenant(req.principal);

@@ -81,7 +81,7 @@ export const secretRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
         tenantId: readScope(req.principal),
         endpointId: req.params.id,
       });
-      return { data: secrets.map(secretJson) };
+      return { data: secrets.map(secretJson), next_cursor: null };
     },
   );
 

@@ -1,0 +1,146 @@
+/**
+ * Error answers of the delivery-plane routes and the published document (docs/openapi.json): every status a route
+ * can answer is listed for it (TestApp.request checks each answer against the document, test/support/
+ * openapi-check.ts), optional bodies are optional, and bad input gets a stable code and changes nothing.
+ */
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestApp, type TestApp } from '../../test/support/test-hookrail.ts';
+
+const DOC = JSON.parse(readFileSync(new URL('../../docs/openapi.json', import.meta.url), 'utf8')) as {
+  paths: Record<
+    string,
+    Record<string, { responses: Record<string, unknown>; requestBody?: { required?: boolean } }>
+  >;
+};
+
+describe('error answers and the document', () => {
+  let t: TestApp;
+  let key: string;
+  let endpointId: string;
+
+  beforeAll(async () => {
+    t = await createTestApp('sqlite');
+    key = (await t.request({ method: 'POST', url: '/v1/tenants', body: { name: 'Acme' } })).body.tenant_key;
+    const ep = await t.request({
+      method: 'POST',
+      url: '/v1/endpoints',
+      token: key,
+      body: { url: 'https://hooks.example.com/in', event_types: ['*'] },
+    });
+    endpointId = ep.body.id;
+  });
+  afterAll(() => t.close());
+
+  it('every operation lists 500 and 503 (an unavailable store, a process shutting down)', () => {
+    for (const [path, ops] of Object.entries(DOC.paths))
+      for (const [method, op] of Object.entries(ops)) {
+        expect(op.responses, `${method} ${path}`).toHaveProperty('500');
+        expect(op.responses, `${method} ${path}`).toHaveProperty('503');
+      }
+  });
+
+  it('an id of the wrong length is a 400 the document lists', async () => {
+    const long = `ep_${'x'.repeat(70)}`;
+    for (const url of [
+      `/v1/endpoints/${long}`,
+      `/v1/endpoints/${long}/health`,
+      `/v1/endpoints/${long}/backlog`,
+      `/v1/deliveries/dlv_${'x'.repeat(70)}`,
+      `/v1/deliveries/dlv_${'x'.repeat(70)}/attempts`,
+      `/v1/attempts/att_${'x'.repeat(70)}`,
+    ]) {
+      const res = await t.request({ method: 'GET', url, token: key });
+      expect(res.status, url).toBe(400);
+      expect(res.body.error.code).toBe('validation_failed');
+    }
+  });
+
+  it('a malformed cursor is invalid_cursor', async () => {
+    for (const url of ['/v1/endpoints?cursor=abc', `/v1/endpoints/${endpointId}/deliveries?cursor=abc`]) {
+      const res = await t.request({ method: 'GET', url, token: key });
+      expect(res.status, url).toBe(400);
+      expect(res.body.error.code).toBe('invalid_cursor');
+    }
+  });
+
+  it('unknown query parameters are refused on the attempts list too', async () => {
+    const res = await t.request({ method: 'GET', url: '/v1/deliveries/dlv_x/attempts?bogus=1', token: key });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('validation_failed');
+  });
+
+  it('a single replay refuses bodies it does not take', async () => {
+    const url = '/v1/deliveries/dlv_01JD0000000000000000000000/replay';
+    const plain = await t.request({
+      method: 'POST',
+      url,
+      token: key,
+      rawBody: 'x',
+      headers: { 'content-type': 'text/plain' },
+    });
+    expect([plain.status, plain.body.error.code]).toEqual([415, 'unsupported_media_type']);
+    const broken = await t.request({
+      method: 'POST',
+      url,
+      token: key,
+      rawBody: '{',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect([broken.status, broken.body.error.code]).toEqual([400, 'invalid_json']);
+    const unknown = await t.request({ method: 'POST', url, token: key, body: { foo: 1 } });
+    expect([unknown.status, unknown.body.error.code]).toEqual([400, 'validation_failed']);
+    // No body, or an empty one: the replay is looked up (and not found).
+    expect((await t.request({ method: 'POST', url, token: key })).status).toBe(404);
+  });
+
+  it('optional bodies are optional: in the document, and sent empty with a JSON content type', async () => {
+    for (const [path, method] of [
+      ['/v1/endpoints/{id}/disable', 'post'],
+      ['/v1/endpoints/{id}/secrets', 'post'],
+      ['/v1/endpoints/{id}/replay', 'post'],
+      ['/v1/endpoints/{id}/test', 'post'],
+      ['/v1/deliveries/{id}/replay', 'post'],
+    ] as const)
+      expect(DOC.paths[path]?.[method]?.requestBody?.required, `${method} ${path}`).toBe(false);
+    const res = await t.request({
+      method: 'POST',
+      url: `/v1/endpoints/${endpointId}/disable`,
+      token: key,
+      rawBody: '',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(res.status).toBe(200);
+    expect(res.body.status).toBe('disabled');
+  });
+
+  it('a test event larger than the body limit is a 413 the document lists', async () => {
+    const res = await t.request({
+      method: 'POST',
+      url: `/v1/endpoints/${endpointId}/test`,
+      token: key,
+      body: { data: { blob: 'x'.repeat(300_000) } },
+    });
+    expect([res.status, res.body.error.code]).toEqual([413, 'payload_too_large']);
+  });
+
+  it('times must be RFC 3339', async () => {
+    for (const body of [{ since: 'Jan 1 2020' }, { until: '12/31/2099' }, { since: '2026-01-01' }]) {
+      const res = await t.request({
+        method: 'POST',
+        url: `/v1/endpoints/${endpointId}/replay`,
+        token: key,
+        body,
+      });
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.error.code).toBe('validation_failed');
+    }
+    const ok = await t.request({
+      method: 'POST',
+      url: `/v1/endpoints/${endpointId}/replay`,
+      token: key,
+      body: { since: '2026-01-01T00:00:00Z', until: '2099-12-31T23:59:59.999+01:00' },
+    });
+    expect(ok.status).toBe(202);
+  });
+});
