@@ -391,7 +391,8 @@ export const AttemptDetail = Type.Object({
     ),
     body: Type.Union([Type.String(), Type.Null()], {
       description:
-        'The exact body bytes (UTF-8 JSON), identical on every attempt; null once the event expired.',
+        'The exact body bytes (UTF-8 JSON), identical on every attempt; null once the event is no longer kept ' +
+        '(retention).',
     }),
     body_size: Type.Union([Type.Integer(), Type.Null()]),
   }),
