@@ -146,7 +146,9 @@ export const SecretMetadata = Type.Object(secretProperties);
 
 export const SecretList = Type.Object({
   data: Type.Array(SecretMetadata),
-  next_cursor: Type.Null({ description: 'Always null: at most two secrets are active, so the list is one page.' }),
+  next_cursor: Type.Null({
+    description: 'Always null: at most two secrets are active, so the list is one page.',
+  }),
 });
 
 export const SecretCreated = Type.Object({
