@@ -188,6 +188,13 @@ export interface AuditRecord {
 
 export type BacklogChoice = { kind: 'deliver' } | { kind: 'skip' } | { kind: 'resume_from'; at: number };
 
+/** What a lease may take of each kind: first deliveries (and their retries) and replays (deliveryLease). */
+export interface LeaseKinds {
+  firstLimit?: number;
+  replayLimit?: number;
+  replaysOnly?: boolean;
+}
+
 export interface DeliveryIdFactory {
   delivery(): string;
   webhookId(): string;
@@ -265,17 +272,16 @@ export interface DeliveryStore {
    * behind it. With `replaysOnly`, only endpoints with a due replay are visited (a process that runs the replay role
    * alone would otherwise spend its calls on endpoints it may take nothing from).
    */
-  deliveryLease(p: {
-    owner: string;
-    now: number;
-    limit: number;
-    firstLimit?: number;
-    replayLimit?: number;
-    replaysOnly?: boolean;
-    perEndpoint: number;
-    leaseMs: number;
-    lanes?: LaneBinding;
-  }): Promise<LeasedDelivery[]>;
+  deliveryLease(
+    p: {
+      owner: string;
+      now: number;
+      limit: number;
+      perEndpoint: number;
+      leaseMs: number;
+      lanes?: LaneBinding;
+    } & LeaseKinds,
+  ): Promise<LeasedDelivery[]>;
   /**
    * The circuit-open pass (PRODUCT.md §5), in one transaction: up to `limit` due deliveries of blocked endpoints
    * (ordering modes hold as in a lease: the head of an `endpoint`-ordered queue, the oldest of each resource) are

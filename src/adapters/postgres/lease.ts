@@ -3,19 +3,12 @@ import { decideAttempt } from '../../domain/circuit-breaker.ts';
 import { type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import type { LaneBinding } from '../../domain/lanes.ts';
 import { leaseRoom } from '../../domain/lease-room.ts';
-import type { EndpointRecord, LeasedDelivery } from '../../ports/delivery-store.ts';
+import type { EndpointRecord, LeasedDelivery, LeaseKinds } from '../../ports/delivery-store.ts';
 import type { TxRunner } from './migrate.ts';
 import { type Db, recomputeDue } from './query-helpers.ts';
 import { DELIVERY_COLUMNS, type DeliveryRow, prefixed, runtimeColumns, toDelivery } from './rows.ts';
 
 type PickedRow = DeliveryRow & { ev_data: string; ev_created_at: number };
-
-/** What a lease may take of each kind (ports/delivery-store.ts deliveryLease). */
-export interface LeaseKinds {
-  firstLimit?: number;
-  replayLimit?: number;
-  replaysOnly?: boolean;
-}
 
 interface Candidate {
   endpoint_id: string;

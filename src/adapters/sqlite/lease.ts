@@ -3,7 +3,13 @@ import { decideAttempt } from '../../domain/circuit-breaker.ts';
 import { type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import type { LaneBinding } from '../../domain/lanes.ts';
 import { leaseRoom } from '../../domain/lease-room.ts';
-import type { DeliveryRecord, DeliveryStatus, LeasedDelivery, Ordering } from '../../ports/delivery-store.ts';
+import type {
+  DeliveryRecord,
+  DeliveryStatus,
+  LeasedDelivery,
+  LeaseKinds,
+  Ordering,
+} from '../../ports/delivery-store.ts';
 import { saveRuntime } from './operations-store.ts';
 import { EARLIEST_DUE } from './queue-due.ts';
 import type { Row, St } from './rows.ts';
@@ -146,13 +152,6 @@ const DUE_REPLAYS_WITH_EVENT = dueSql(true, true);
 const HAS_DUE_REPLAY = `AND q.endpoint_id IN (SELECT r.endpoint_id FROM deliveries r INDEXED BY deliveries_replays_ready
   WHERE r.status = 'pending' AND r.lease_owner IS NULL AND r.replayed_from IS NOT NULL AND r.next_attempt_at <= ?)`;
 
-/** What a lease may take of each kind (ports/delivery-store.ts deliveryLease). */
-export interface LeaseKinds {
-  firstLimit?: number;
-  replayLimit?: number;
-  replaysOnly?: boolean;
-}
-
 const SERVED = `UPDATE endpoint_queue SET inflight = inflight + @n, last_served_at = @now, next_due_at = ${EARLIEST_DUE}
   WHERE endpoint_id = @id`;
 
@@ -216,7 +215,8 @@ export function createLease(st: St) {
       if (out.length >= limit) break;
       const endpointId = c.endpoint_id as string;
       const take = Math.min(room, limit - out.length);
-      // Visited with no room (its head in flight), it is still marked served: its turn is over.
+      // Visited with no room (its head in flight) or no budget left for its kind, it is still marked served: its
+      // turn is over.
       const rows = take > 0 ? dueRows(st, c, now, take, true, firstLeft, replaysLeft) : [];
       const endpoint = {
         id: endpointId,
