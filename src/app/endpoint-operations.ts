@@ -104,7 +104,8 @@ export async function endpointHealth(deps: OperationsDeps, tenantId: string | nu
     lastHour: hour,
     last24h: { attempts: day.attempts, successes: day.successes, deadLetters: day.deadLetters },
   });
-  const oldest = backlog.oldestCreatedAt;
+  // Pending deliveries only: dead letters are counted apart (`dead_letters`), and their age is not the queue's.
+  const oldest = backlog.oldestPendingAt;
   return {
     endpoint_id: id,
     state: health.state,

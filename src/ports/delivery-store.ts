@@ -152,7 +152,10 @@ export interface BacklogStats {
   /** Undelivered: pending deliveries plus dead letters of the current failure streak. */
   pending: number;
   deadLetters: number;
+  /** The oldest of both (what the drain estimate covers). */
   oldestCreatedAt: number | null;
+  /** The oldest pending delivery alone (health's backlog age); null with none pending. */
+  oldestPendingAt: number | null;
 }
 
 export type NotificationKind = 'dead_letter' | 'permanent_failure' | 'digest' | 'auto_disabled';

@@ -19,6 +19,10 @@ import {
   toSecret,
 } from './rows.ts';
 
+/** The delivery (`alias`) is not a test event's (one addressed to its endpoint alone, events.endpoint_id). */
+const NOT_A_TEST_EVENT = (alias: string) =>
+  `NOT EXISTS (SELECT 1 FROM events e WHERE e.seq = ${alias}.event_seq AND e.endpoint_id IS NOT NULL)`;
+
 const activeSecrets = async (db: Db, endpointId: string, now: number) =>
   (
     await db.query<SecretRow>(
@@ -145,9 +149,11 @@ export function createEndpointsStore({
           ],
         );
         if (patch.eventTypes) {
-          // An acknowledged unsubscribe binds: cancel the pending deliveries whose type no longer matches.
+          // An acknowledged unsubscribe binds: cancel the pending deliveries whose type no longer matches. Not a
+          // test event's: it was addressed to this endpoint whatever it subscribes to (events.endpoint_id).
           const types = await c.query<{ event_type: string }>(
-            `SELECT DISTINCT event_type FROM deliveries WHERE endpoint_id = $1 AND status = 'pending'`,
+            `SELECT DISTINCT d.event_type FROM deliveries d
+              WHERE d.endpoint_id = $1 AND d.status = 'pending' AND ${NOT_A_TEST_EVENT('d')}`,
             [id],
           );
           const gone = types.rows
@@ -157,7 +163,8 @@ export function createEndpointsStore({
             await c.query(
               `UPDATE deliveries SET status = 'cancelled', status_reason = 'unsubscribed', next_attempt_at = NULL,
                  updated_at = $3
-               WHERE endpoint_id = $1 AND status = 'pending' AND event_type = ANY($2::text[])`,
+               WHERE endpoint_id = $1 AND status = 'pending' AND event_type = ANY($2::text[])
+                 AND ${NOT_A_TEST_EVENT('deliveries')}`,
               [id, gone, now],
             );
             await c.query(

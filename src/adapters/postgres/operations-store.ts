@@ -187,6 +187,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
         pending: r.pending,
         deadLetters: r.dead,
         oldestCreatedAt: oldest.length > 0 ? Math.min(...oldest) : null,
+        oldestPendingAt: r.pending_oldest,
       };
     },
 
@@ -384,8 +385,9 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
     async queueStats() {
       const res = await query<{ pending: number; circuits_open: number }>(
         `SELECT (SELECT count(*) FROM deliveries WHERE status = 'pending') AS pending,
-                (SELECT count(*) FROM endpoint_queue
-                  WHERE runtime::jsonb #>> '{circuit,state}' IN ('open', 'half_open')) AS circuits_open`,
+                (SELECT count(*) FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
+                  WHERE e.deleted_at IS NULL
+                    AND q.runtime::jsonb #>> '{circuit,state}' IN ('open', 'half_open')) AS circuits_open`,
       );
       const r = res.rows[0]!;
       return { pending: r.pending, circuitsOpen: r.circuits_open };

@@ -120,8 +120,11 @@ export function createEndpointsStore(
             id,
           );
           if (patch.eventTypes) {
+            // An acknowledged unsubscribe binds: cancel the pending deliveries whose type no longer matches. Not a
+            // test event's: it was addressed to this endpoint whatever it subscribes to (events.endpoint_id).
             const pending = st(
-              `SELECT id, event_type FROM deliveries WHERE endpoint_id = ? AND status = 'pending'`,
+              `SELECT d.id, d.event_type FROM deliveries d JOIN events e ON e.seq = d.event_seq
+                WHERE d.endpoint_id = ? AND d.status = 'pending' AND e.endpoint_id IS NULL`,
             ).all(id) as Row[];
             const unsubscribed = pending
               .filter((d) => !matchesEventType(next.eventTypes, d.event_type as string))

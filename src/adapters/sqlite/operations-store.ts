@@ -210,6 +210,7 @@ export function createSqliteOperationsStore(
         pending: pending.n as number,
         deadLetters: dead.n as number,
         oldestCreatedAt: oldest.length > 0 ? Math.min(...oldest) : null,
+        oldestPendingAt: (pending.oldest as number | null) ?? null,
       };
     },
 
@@ -447,7 +448,8 @@ export function createSqliteOperationsStore(
     async queueStats() {
       const pending = st("SELECT count(*) AS n FROM deliveries WHERE status = 'pending'").get() as Row;
       const open = st(
-        "SELECT count(*) AS n FROM endpoint_queue WHERE json_extract(runtime, '$.circuit.state') IN ('open', 'half_open')",
+        `SELECT count(*) AS n FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
+          WHERE e.deleted_at IS NULL AND json_extract(q.runtime, '$.circuit.state') IN ('open', 'half_open')`,
       ).get() as Row;
       return { pending: pending.n as number, circuitsOpen: open.n as number };
     },

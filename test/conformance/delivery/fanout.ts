@@ -7,6 +7,27 @@ import { type DeliverySection, eventRecord, ids, SECOND, WINDOW } from './harnes
 export function fanoutConformance({ h, test }: DeliverySection): void {
   const { newTenant, newEndpoint, publish, deliveriesOf, lease } = h;
   describe('fan-out', () => {
+    test("a pending test event survives a change of the endpoint's event types (it was addressed to it)", async () => {
+      const t = await newTenant();
+      const ep = await newEndpoint(t.id, { eventTypes: ['order.*'] });
+      const at = NOW + SECOND;
+      const event = eventRecord(t.id, 'hookrail.test', at);
+      const d = (await h.store.endpointTestEvent({
+        endpointId: ep.id,
+        tenantId: t.id,
+        event,
+        now: at,
+        ids,
+      })) as DeliveryRecord;
+      await publish(t.id, ['order.created', 'invoice.sent'], at + 1);
+      for (const eventTypes of [['order.*'], ['invoice.*']]) {
+        await h.store.endpointUpdate({ id: ep.id, tenantId: t.id, patch: { eventTypes }, now: at + 2 });
+        expect(await h.store.deliveryGet({ id: d.id, tenantId: t.id })).toMatchObject({ status: 'pending' });
+      }
+      // The unsubscribe still binds for the fanned-out ones.
+      expect((await deliveriesOf(ep.id, 'cancelled')).map((x) => x.eventType)).toEqual(['order.created']);
+    });
+
     test('endpointTestEvent: one delivery, to that endpoint alone, which fan-out never adds to', async () => {
       const t = await newTenant();
       const other = await newTenant(NOW + 1);

@@ -291,6 +291,7 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
         pending: 3,
         deadLetters: 1,
         oldestCreatedAt: NOW,
+        oldestPendingAt: NOW,
       });
 
       const later = NOW + 2 * HOUR;
@@ -314,6 +315,7 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
         pending: 2,
         deadLetters: 0,
         oldestCreatedAt: NOW,
+        oldestPendingAt: NOW,
       });
       expect(await h.store.attemptStats({ endpointId: id('endpoint'), since: NOW })).toEqual({
         attempts: 0,
@@ -326,11 +328,28 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
         pending: 0,
         deadLetters: 0,
         oldestCreatedAt: null,
+        oldestPendingAt: null,
       });
     });
   });
 
   describe('audit', () => {
+    test("backlogStats: a streak's dead letters count in the backlog's age, not in the pending deliveries'", async () => {
+      const t = await newTenant();
+      const ep = await newEndpoint(t.id);
+      await publish(t.id, 1);
+      await complete(await lease(NOW + SECOND), NOW + 2 * SECOND, {
+        failure: 'permanent',
+        next: { status: 'dead', reason: 'permanent_failure' },
+      });
+      expect(await h.store.backlogStats({ endpointId: ep.id })).toEqual({
+        pending: 0,
+        deadLetters: 1,
+        oldestCreatedAt: NOW,
+        oldestPendingAt: null,
+      });
+    });
+
     test('auditAppend and auditList: per tenant or all, newest or oldest first, paged', async () => {
       const t1 = await newTenant();
       const t2 = await newTenant(NOW + 1);

@@ -55,6 +55,17 @@ export function runtimeConformance({ h, test }: OperationsSection): void {
       });
     });
 
+    test("a deleted endpoint's open circuit is not counted among the open circuits", async () => {
+      const t = await newTenant();
+      const ep = await newEndpoint(t.id, { maxConcurrency: 20 });
+      await publish(t.id, 20);
+      await complete(await lease(NOW + SECOND), NOW + 2 * SECOND, { failure: 'retryable' });
+      expect((await runtimeOf(ep.id)).circuit.state).toBe('open');
+      expect((await h.store.queueStats()).circuitsOpen).toBe(1);
+      await h.store.endpointDelete({ id: ep.id, tenantId: t.id, now: NOW + MINUTE });
+      expect((await h.store.queueStats()).circuitsOpen).toBe(0);
+    });
+
     test('the circuit opens after 20 failures, probes once per 5 minutes, closes on success and ramps', async () => {
       const t = await newTenant();
       const ep = await newEndpoint(t.id, { maxConcurrency: 10 });
