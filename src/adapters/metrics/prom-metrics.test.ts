@@ -115,6 +115,8 @@ describe('prom-metrics attempts', () => {
     expect(body).toMatch(/^hookrail_attempts_total\{outcome="delivered",error_class="none"\} 2$/m);
     expect(body).toMatch(/^hookrail_attempts_total\{outcome="retryable",error_class="circuit_open"\} 1$/m);
     expect(body).toMatch(/^hookrail_dead_letters_total 1$/m);
+    expect(body).toMatch(/^hookrail_deliveries_total\{outcome="delivered"\} 2$/m);
+    expect(body).toMatch(/^hookrail_deliveries_total\{outcome="dead_lettered"\} 1$/m);
     const series = (part: string, what: string) =>
       Number(body.match(new RegExp(`^hookrail_attempt_duration_ms_${what}\\{${part}\\} (\\S+)$`, 'm'))?.[1]);
     expect(series('part="queue"', 'count')).toBe(3);
@@ -156,6 +158,7 @@ describe('prom-metrics attempts recorded by another thread', () => {
     for (const name of [
       'hookrail_attempts_total',
       'hookrail_dead_letters_total',
+      'hookrail_deliveries_total',
       'hookrail_attempt_duration_ms',
     ])
       expect(body.match(new RegExp(`^# TYPE ${name} `, 'gm'))).toHaveLength(1);

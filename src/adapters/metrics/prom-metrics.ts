@@ -33,6 +33,17 @@ function registerAttemptMetrics(registry: Registry): AttemptRecorded {
     help: 'Deliveries dead-lettered by this process.',
     registers: [registry],
   });
+  // Deliveries by how they ended (PRODUCT.md §10): an attempt that delivers, or one after which the delivery is
+  // dead. As this process decided it: a delivery cancelled while its failing attempt was in flight stays cancelled
+  // in the store though it counts as dead-lettered here (rare: an unsubscribe racing a last attempt).
+  const deliveries = new Counter({
+    name: 'hookrail_deliveries_total',
+    help: 'Deliveries that ended in this process, by outcome: delivered or dead_lettered.',
+    labelNames: ['outcome'],
+    registers: [registry],
+  });
+  const delivered = deliveries.labels('delivered');
+  const deadLettered = deliveries.labels('dead_lettered');
   const split = new Histogram({
     name: 'hookrail_attempt_duration_ms',
     help: 'Attempt time split: queue wait (due → start), platform (start → on the wire), consumer (wire → response).',
@@ -46,7 +57,11 @@ function registerAttemptMetrics(registry: Registry): AttemptRecorded {
   const consumerSplit = split.labels('consumer');
   return (a) => {
     attempts.inc({ outcome: a.outcome, error_class: a.errorClass ?? 'none' });
-    if (a.deadLettered) deadLetters.inc();
+    if (a.outcome === 'delivered') delivered.inc();
+    if (a.deadLettered) {
+      deadLetters.inc();
+      deadLettered.inc();
+    }
     queueSplit.observe(a.queueMs);
     if (a.errorClass !== 'circuit_open') {
       platformSplit.observe(a.platformMs);
