@@ -171,8 +171,8 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     reply.status(404).send({ error: { code: 'route_not_found', message: ERRORS.route_not_found.message } }),
   );
 
-  // What every route of its shape can answer, listed on each so that the document says so: 500 and 503 (an
-  // unavailable store, a process shutting down: both with Retry-After) anywhere; 400 where there are path or query
+  // What every route of its shape can answer, listed on each so that the document says so: 500, and 503 (an
+  // unavailable store, a process shutting down; with Retry-After) anywhere; 400 where there are path or query
   // parameters or a body; 413 and 415 where there is a body. The statuses a handler answers itself are in its own
   // schema. Routes whose body is optional (bodyOptional) are marked optional in the document (transformObject).
   const optionalBodies = new Set<string>();

@@ -1,5 +1,5 @@
 /**
- * The delivery and maintenance roles in a worker thread of their own, beside intake, control and fan-out.
+ * The delivery, replay and maintenance roles in a worker thread of their own, beside intake, control and fan-out.
  *
  * Why: one event loop did the HTTP work of both planes (and, on SQLite, every statement, since better-sqlite3 runs
  * them on the calling thread), so a process running every role used one core. With delivery in its own thread, the

@@ -150,6 +150,10 @@ export async function pickDue(
   ).rows;
 }
 
+/** Endpoints with a due, unleased replay (the partial index deliveries_replays_ready): `replaysOnly` leases. */
+const HAS_DUE_REPLAY = `AND q.endpoint_id IN (SELECT r.endpoint_id FROM deliveries r
+  WHERE r.status = 'pending' AND r.lease_owner IS NULL AND r.replayed_from IS NOT NULL AND r.next_attempt_at <= $1)`;
+
 /** Step 1 of lease (below): the candidate endpoints with their runtimes and room, their queue rows locked. */
 async function candidates(
   c: Db,
@@ -220,10 +224,6 @@ async function candidates(
  * guarded by `status = 'pending' AND lease_owner IS NULL` would let the planner pick a full scan of a partial
  * index it believes tiny (O(backlog) per call, seen with autovacuum off).
  */
-/** Endpoints with a due, unleased replay (the partial index deliveries_replays_ready): `replaysOnly` leases. */
-const HAS_DUE_REPLAY = `AND q.endpoint_id IN (SELECT r.endpoint_id FROM deliveries r
-  WHERE r.status = 'pending' AND r.lease_owner IS NULL AND r.replayed_from IS NOT NULL AND r.next_attempt_at <= $1)`;
-
 export async function lease(
   tx: TxRunner,
   owner: string,
