@@ -136,8 +136,8 @@ async function sendInOrder(opts: {
           headers: { 'idempotency-key': `${opts.run}-${seq}` },
           timeoutMs: 5_000,
         });
-        if (res.status === 202 || res.status === 200) {
-          // 200: a retry after the kill, answered with the event its first try had committed.
+        if (res.status === 202) {
+          // Also a retry after the kill, answered with the event its first try had committed (idempotent-replayed).
           opts.accepted(seq, resource);
           out.push({ seq, resource, eventId: res.body.id });
           break;

@@ -136,8 +136,10 @@ export async function listDeliveries(
 
 export interface SentEvent {
   seq: number;
-  /** 202 or 200 (an Idempotency-Key retry answered with the original event); null when never accepted. */
+  /** 202; null when never accepted. */
   status: number | null;
+  /** Answered with the original event of an earlier try (`idempotent-replayed: true`): that try had committed. */
+  replayed: boolean;
   eventId: string | null;
   /** Requests it took (retries after connection errors or 503). */
   tries: number;
@@ -164,7 +166,7 @@ export async function steadyEvents(opts: {
   const started = performance.now();
   const inFlight = new Set<Promise<void>>();
   const one = async (seq: number) => {
-    const rec: SentEvent = { seq, status: null, eventId: null, tries: 0, lastError: null };
+    const rec: SentEvent = { seq, status: null, eventId: null, replayed: false, tries: 0, lastError: null };
     sent.push(rec);
     const giveUpAt = performance.now() + (opts.retryForMs ?? 10_000);
     for (;;) {
@@ -177,9 +179,10 @@ export async function steadyEvents(opts: {
           headers: { 'idempotency-key': `${opts.run}-${seq}` },
           timeoutMs: 5_000,
         });
-        if (res.status === 202 || res.status === 200) {
+        if (res.status === 202) {
           rec.status = res.status;
           rec.eventId = res.body.id;
+          rec.replayed = res.headers['idempotent-replayed'] === 'true';
           return;
         }
         rec.lastError = `${res.status} ${JSON.stringify(res.body)}`;

@@ -167,7 +167,7 @@ export async function runLoad(opts: LoadOptions): Promise<SendRecord[]> {
         rec.body = res.body;
         const ra = res.headers['retry-after'];
         rec.retryAfter = typeof ra === 'string' ? ra : null;
-        if (res.status === 202 || res.status === 200) rec.eventId = (res.body as { id?: string })?.id ?? null;
+        if (res.status === 202) rec.eventId = (res.body as { id?: string })?.id ?? null;
       } catch (err) {
         rec.errorCode = errorCode(err);
       }

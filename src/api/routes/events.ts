@@ -37,12 +37,13 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
           summary: 'Hand over an event (producer key or operator token)',
           description:
             'Answers 202 only after the event is durable. An `Idempotency-Key` header makes retries safe: the same ' +
-            'key for the same tenant within 24 h returns the original event (200 with `idempotent-replayed: true`).',
+            'key for the same tenant within 24 h answers with the original event, the same 202, marked ' +
+            '`idempotent-replayed: true` (as Stripe replays an idempotent answer: a producer that checks for 202 ' +
+            'treats a safe retry as the success it is).',
           tags: ['events'],
           body: EventCreate,
           response: {
             202: EventAccepted,
-            200: EventAccepted,
             ...errorResponses(400, 401, 403, 404, 409, 413, 415, 503),
           },
         },
@@ -62,9 +63,7 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
         });
         if (replayed) reply.header('idempotent-replayed', 'true');
         else deps.metrics?.eventAccepted();
-        return reply
-          .status(replayed ? 200 : 202)
-          .send({ id: event.id, type: event.type, created_at: iso(event.createdAt) });
+        return reply.status(202).send({ id: event.id, type: event.type, created_at: iso(event.createdAt) });
       },
     );
   }
