@@ -51,7 +51,7 @@ import {
 } from './delivery-store.ts';
 import { createPostgresLanes } from './lanes.ts';
 import { createPostgresNotifications } from './notifications-store.ts';
-import { createPostgresBulkReplay, LATEST_PENDING_REPLAY } from './replay.ts';
+import { createPostgresBulkReplay, insertReplaysSql, LATEST_PENDING_REPLAY } from './replay.ts';
 import { createPostgresTestEvents } from './test-event.ts';
 
 interface AuditRow {
@@ -91,14 +91,6 @@ const lockTenantGates = (db: Db, sortedTenantIds: string[]) =>
        FROM unnest($1::text[]) WITH ORDINALITY AS u(t, ord) ORDER BY ord`,
     [sortedTenantIds],
   );
-
-/** A new pending delivery copying `$orig` (same event, endpoint and webhook-id), due at `due`, as data-modifying SQL. */
-const insertReplaysSql = (newIds: string, origIds: string, now: string, due = now) =>
-  `INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id,
-     status, attempts, next_attempt_at, replayed_from, created_at, updated_at)
-   SELECT u.new_id, o.tenant_id, o.endpoint_id, o.event_id, o.event_seq, o.event_type, o.resource_id, o.webhook_id,
-          'pending', 0, ${due}, o.id, ${now}, ${now}
-     FROM unnest(${newIds}, ${origIds}) AS u(new_id, orig_id) JOIN deliveries o ON o.id = u.orig_id`;
 
 export function createPostgresOperationsStore({ query, tx }: PostgresDeliveryStoreDeps): OperationsStore {
   const RECOMPUTE_DUE = recomputeDue();
@@ -235,10 +227,10 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
              UPDATE deliveries SET status = 'skipped', status_reason = 'skipped_on_enable', next_attempt_at = NULL,
                     updated_at = $2
               WHERE id = ANY($4::text[])),
-           replayed AS (${insertReplaysSql('$5::text[]', '$6::text[]', '$2::bigint')})
+           replayed AS (${insertReplaysSql('$5::text[]', '$6::text[]', '$7::bigint[]', '$2::bigint')})
            UPDATE endpoints SET status = 'enabled', disabled_reason = NULL, updated_at = $2 WHERE id = $1
            RETURNING ${ENDPOINT_COLUMNS}`,
-          [id, now, due, skip, replayIds, replayOf],
+          [id, now, due, skip, replayIds, replayOf, replayIds.map(() => now)],
         );
         // The ramp starts now; the due time sees the writes above (a later statement).
         const saved = runtimeColumns(runtimeAfterEnable(rt, now));
@@ -371,12 +363,12 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
         const at = latest.rows[0]?.at;
         const due = replayStart(now, at == null ? null : Number(at), ratePerSecond);
         const res = await c.query<DeliveryRow>(
-          `WITH replayed AS (${insertReplaysSql('$1::text[]', '$2::text[]', '$3::bigint', '$6::bigint')}
+          `WITH replayed AS (${insertReplaysSql('$1::text[]', '$2::text[]', '$7::bigint[]', '$3::bigint')}
                              RETURNING ${DELIVERY_COLUMNS}),
                 bumped AS (UPDATE endpoint_queue q SET next_due_at = LEAST(COALESCE(q.next_due_at, $6), $6)
                             WHERE q.endpoint_id = $4 AND $5::boolean)
            SELECT * FROM replayed`,
-          [[ids.delivery()], [o.id], now, o.endpoint_id, e.rows[0].status === 'enabled', due],
+          [[ids.delivery()], [o.id], now, o.endpoint_id, e.rows[0].status === 'enabled', due, [due]],
         );
         return toDelivery(res.rows[0]!);
       });

@@ -13,6 +13,17 @@ import { lockTenantGatesShared, type PostgresDeliveryStoreDeps } from './deliver
 export const LATEST_PENDING_REPLAY = `SELECT max(next_attempt_at) AS at FROM deliveries
   WHERE endpoint_id = $1 AND status = 'pending' AND replayed_from IS NOT NULL`;
 
+/**
+ * New pending deliveries copying `origIds` (same event, endpoint and webhook-id), due at `dues` (arrays, one entry
+ * each), created at `now`, as data-modifying SQL (its arguments are parameter expressions).
+ */
+export const insertReplaysSql = (newIds: string, origIds: string, dues: string, now: string) =>
+  `INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id,
+     status, attempts, next_attempt_at, replayed_from, created_at, updated_at)
+   SELECT u.new_id, o.tenant_id, o.endpoint_id, o.event_id, o.event_seq, o.event_type, o.resource_id, o.webhook_id,
+          'pending', 0, u.due, o.id, ${now}, ${now}
+     FROM unnest(${newIds}, ${origIds}, ${dues}) AS u(new_id, orig_id, due) JOIN deliveries o ON o.id = u.orig_id`;
+
 const PAGE = 1_000;
 
 export function createPostgresBulkReplay({
@@ -56,13 +67,7 @@ export function createPostgresBulkReplay({
         );
         const due = matches.map((_, k) => replayDueAt(start, k, p.ratePerSecond));
         await c.query(
-          `WITH replayed AS (
-             INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id,
-                webhook_id, status, attempts, next_attempt_at, replayed_from, created_at, updated_at)
-             SELECT u.new_id, o.tenant_id, o.endpoint_id, o.event_id, o.event_seq, o.event_type, o.resource_id,
-                    o.webhook_id, 'pending', 0, u.due, o.id, $4, $4
-               FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(new_id, orig_id, due)
-               JOIN deliveries o ON o.id = u.orig_id)
+          `WITH replayed AS (${insertReplaysSql('$1::text[]', '$2::text[]', '$3::bigint[]', '$4::bigint')})
            UPDATE endpoint_queue q SET next_due_at = LEAST(COALESCE(q.next_due_at, $6), $6)
             WHERE q.endpoint_id = $5 AND $7::boolean`,
           [

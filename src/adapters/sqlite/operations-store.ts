@@ -24,7 +24,7 @@ import type {
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { deliveryFromRow, endpointFromRow } from './delivery-store.ts';
 import { createSqliteLanes } from './lanes.ts';
-import { createSqliteBulkReplay, LATEST_PENDING_REPLAY } from './replay.ts';
+import { createSqliteBulkReplay, INSERT_REPLAY, LATEST_PENDING_REPLAY } from './replay.ts';
 import { page } from './rows.ts';
 import { createSqliteTestEvents } from './test-event.ts';
 
@@ -117,24 +117,7 @@ export function createSqliteOperationsStore(
   refreshDue: (id: string) => void,
 ): OperationsStore {
   const insertReplay = (original: Row, deliveryId: string, now: number, dueAt = now) =>
-    st(
-      `INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id,
-         status, attempts, next_attempt_at, replayed_from, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)`,
-    ).run(
-      deliveryId,
-      original.tenant_id,
-      original.endpoint_id,
-      original.event_id,
-      original.event_seq,
-      original.event_type,
-      original.resource_id,
-      original.webhook_id,
-      dueAt,
-      original.id,
-      now,
-      now,
-    );
+    st(INSERT_REPLAY).run(deliveryId, dueAt, now, now, original.id);
 
   const audit = (a: AuditRecord) =>
     st(

@@ -19,7 +19,8 @@ const CANDIDATES = (statuses: number) => `
      AND NOT EXISTS (SELECT 1 FROM deliveries r WHERE r.replayed_from = d.id)
    ORDER BY d.id LIMIT ${PAGE}`;
 
-const INSERT_REPLAY = `
+/** A new pending delivery copying delivery ? (same event, endpoint and webhook-id): (new id, due, now, now, original id). */
+export const INSERT_REPLAY = `
   INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id,
      status, attempts, next_attempt_at, replayed_from, created_at, updated_at)
   SELECT ?, tenant_id, endpoint_id, event_id, event_seq, event_type, resource_id, webhook_id,
