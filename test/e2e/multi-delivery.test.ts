@@ -8,6 +8,11 @@
  * events go in; midway through the slow endpoint's backlog one delivery process is stopped (SIGTERM, graceful) and
  * the other must finish everything.
  *
+ * Which process is stopped is chosen then: one that holds a slow-endpoint lease at that moment. Neither process is
+ * owed a share of one endpoint's work (the cap is the receiver's capacity, whichever process fills it), and a process
+ * that finishes an attempt leases again at once, so one of them may hold all three slots throughout; stopping the other
+ * would show no hand-over.
+ *
  * Which process did what: the attempt log records no process, and both send the same user-agent. What does name
  * the process is a delivery's `lease_owner` (`host:pid:random`), set only while it is leased. A sampler reads the
  * leased deliveries from the schema every 20 ms; a slow-endpoint delivery stays leased for at least the 100 ms the
@@ -121,6 +126,7 @@ it('two delivery processes share the work, hold the in-flight cap together, and 
   let samples = 0;
   let maxSlowLeased = 0;
   let maxSlowInflight = 0;
+  let slowHoldersNow: number[] = []; // pids holding a slow-endpoint lease in the latest sample
   let sampling = true;
   const sampling$ = (async () => {
     while (sampling) {
@@ -133,7 +139,9 @@ it('two delivery processes share the work, hold the in-flight cap together, and 
         ]),
       ]);
       samples++;
-      maxSlowLeased = Math.max(maxSlowLeased, leased.rows.filter((r) => r.endpoint_id === slowId).length);
+      const slowLeased = leased.rows.filter((r) => r.endpoint_id === slowId);
+      maxSlowLeased = Math.max(maxSlowLeased, slowLeased.length);
+      slowHoldersNow = slowLeased.map((r) => ownerPid(r.lease_owner));
       maxSlowInflight = Math.max(maxSlowInflight, queue.rows[0]?.inflight ?? 0);
       for (const r of leased.rows) {
         const set = ownersById.get(r.webhook_id) ?? new Set();
@@ -168,14 +176,21 @@ it('two delivery processes share the work, hold the in-flight cap together, and 
   expect(sent.filter((s) => s.status !== 202)).toEqual([]);
   const accepted = sent.map((s) => s.eventId!);
 
-  // Midway through the slow endpoint's backlog, stop delivery-1 gracefully; delivery-2 carries on alone.
+  // Midway through the slow endpoint's backlog, stop gracefully a process that holds a slow lease; the other
+  // carries on alone.
   const slowHeard = () => heard.filter((h) => h.path === '/slow').length;
   await waitUntil('half the slow backlog', async () => slowHeard() >= accepted.length / 2, {
     timeoutMs: 30_000,
     intervalMs: 20,
   });
-  const exit = await d1.kill('SIGTERM');
-  expect(exit, d1.output()).toEqual({ code: 0, signal: null });
+  await waitUntil('a delivery process holding a slow lease', async () => slowHoldersNow.length > 0, {
+    timeoutMs: 10_000,
+    intervalMs: 5,
+  });
+  const [stopped, survivor] = slowHoldersNow[0] === d1.pid ? [d1, d2] : [d2, d1];
+  expect(name(stopped.pid), `slow lease held by pid ${slowHoldersNow[0]}`).toMatch(/^delivery-/);
+  const exit = await stopped.kill('SIGTERM');
+  expect(exit, stopped.output()).toEqual({ code: 0, signal: null });
   stoppedAt = performance.now();
   const at = stoppedAt;
   const slowBeforeStop = heard.filter((h) => h.path === '/slow' && h.at < at).length;
@@ -196,7 +211,7 @@ it('two delivery processes share the work, hold the in-flight cap together, and 
     { timeoutMs: 30_000, intervalMs: 250 },
   );
   const drainMs = performance.now() - drainStarted;
-  // Every request from here on is delivery-2's: delivery-1 has exited.
+  // Every request from here on is the survivor's: the stopped process has exited.
   const slowAfterStop = heard.filter((h) => h.path === '/slow' && h.at >= at).length;
   sampling = false;
   await sampling$;
@@ -211,7 +226,8 @@ it('two delivery processes share the work, hold the in-flight cap together, and 
   const twoOwners = [...ownersById].filter(([, o]) => o.size > 1);
   expect(twoOwners.slice(0, 3).map(([id, o]) => [id, [...o]])).toEqual([]);
 
-  // Both delivery processes did work (by the sampled lease owners), and delivery-1 none after it stopped.
+  // Both delivery processes did work (by the sampled lease owners), both on the slow endpoint, and the stopped one
+  // none after it stopped.
   const slowIds = new Set(all.get('/slow')!.map((d) => d.webhook_id));
   const perProcess = new Map<string, { slow: number; other: number }>();
   for (const [id, owners] of ownersById) {
@@ -222,13 +238,13 @@ it('two delivery processes share the work, hold the in-flight cap together, and 
     perProcess.set(who, c);
   }
   expect([...perProcess.keys()].sort()).toEqual(['delivery-1', 'delivery-2']);
-  expect(perProcess.get('delivery-1')!.slow).toBeGreaterThan(0);
-  expect(perProcess.get('delivery-2')!.slow).toBeGreaterThan(0);
-  expect([...pidsAfterStop].map(name)).not.toContain('delivery-1');
+  expect(perProcess.get(name(stopped.pid))!.slow).toBeGreaterThan(0);
+  expect(perProcess.get(name(survivor.pid))!.slow).toBeGreaterThan(0);
+  expect([...pidsAfterStop].map(name)).not.toContain(name(stopped.pid));
   // The sampler attributed most slow deliveries (each is leased for at least HOLD_MS).
   const attributedSlow = [...slowIds].filter((id) => ownersById.has(id)).length;
   expect(attributedSlow).toBeGreaterThan(slowIds.size * 0.8);
-  // delivery-2 finished the backlog alone.
+  // The survivor finished the backlog alone.
   expect(slowAfterStop).toBeGreaterThan(0);
   expect(slowBeforeStop + slowAfterStop).toBe(accepted.length);
 
@@ -260,9 +276,9 @@ it('two delivery processes share the work, hold the in-flight cap together, and 
       `max in flight ${slow.max} (cap ${SLOW_CAP}; store: ${maxSlowLeased} leased, in-flight count ${maxSlowInflight}); ` +
       `${samples} lease samples attributed ${attributedSlow}/${slowIds.size} slow deliveries — ${share}; ` +
       `both: ${slowBeforeStop} slow requests in ${Math.round(bothMs)} ms from the first event ` +
-      `(${rate(slowBeforeStop, bothMs)}/s); delivery-1 stopped (SIGTERM, exit 0), delivery-2 alone: the other ` +
+      `(${rate(slowBeforeStop, bothMs)}/s); ${name(stopped.pid)} stopped (SIGTERM, exit 0), ${name(survivor.pid)} alone: the other ` +
       `${slowAfterStop} in ${Math.round(drainMs)} ms (${rate(slowAfterStop, drainMs)}/s; the cap allows ` +
       `${(SLOW_CAP * 1000) / HOLD_MS}/s)`,
   );
-  await Promise.all([main.kill('SIGTERM'), d2.kill('SIGTERM')]);
+  await Promise.all([main.kill('SIGTERM'), survivor.kill('SIGTERM')]);
 });
