@@ -20,10 +20,11 @@
  */
 import { type ChildProcessWithoutNullStreams, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROLES } from '../../src/config/config.ts';
 import {
   HARD_DENY,
   IPV4_SPECIAL,
@@ -401,5 +402,26 @@ describe('the deployment material agrees with the address guard', () => {
     const deployment = readFileSync(K8S_DELIVERY, 'utf8');
     expect(deployment.match(/automountServiceAccountToken: false/g)).toHaveLength(2);
     expect(deployment).not.toMatch(/containerPort/);
+  });
+
+  it('the manifests run every role, and the roles that connect to customer URLs only under the egress policy', () => {
+    const dir = resolve(ROOT, 'deploy/kubernetes');
+    const deployments = readdirSync(dir)
+      .filter((f) => f.endsWith('.yaml'))
+      .flatMap((f) => readFileSync(resolve(dir, f), 'utf8').split(/^---$/m))
+      .filter((doc) => /^kind: Deployment$/m.test(doc))
+      .map((doc) => ({
+        component: doc.match(/app\.kubernetes\.io\/component: (\S+)/)?.[1],
+        roles: doc.match(/args: \["start", "--roles", "([a-z,]+)"\]/)?.[1]?.split(',') ?? [],
+      }));
+    expect(deployments.length).toBeGreaterThanOrEqual(4);
+    expect(new Set(deployments.flatMap((d) => d.roles))).toEqual(new Set(ROLES));
+    // hookrail-delivery-egress selects component: delivery; nothing else in that component.
+    expect(deliveryPolicy).toMatch(/app\.kubernetes\.io\/component: delivery/);
+    for (const d of deployments) {
+      const egress = d.roles.some((r) => r === 'delivery' || r === 'replay');
+      expect({ ...d, egress }).toEqual({ ...d, egress: d.component === 'delivery' });
+      if (egress) expect(d.roles.every((r) => r === 'delivery' || r === 'replay')).toBe(true);
+    }
   });
 });
