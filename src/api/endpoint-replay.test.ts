@@ -186,4 +186,37 @@ describe.each(STORE_KINDS)('bulk replay API on %s', (kind) => {
       details: { replay_id: done.body.id, count: DEAD, more: false, status: ['dead'] },
     });
   });
+
+  it('a single replay of an event type the endpoint no longer subscribes to answers 409 not_replayable', async () => {
+    const delivered = await t.request({
+      method: 'GET',
+      url: `/v1/endpoints/${endpointId}/deliveries?status=delivered&limit=1`,
+      token: tenant.key,
+    });
+    const id = delivered.body.data[0].id;
+    const single = () => t.request({ method: 'POST', url: `/v1/deliveries/${id}/replay`, token: tenant.key });
+    const subscribe = async (eventTypes: string[]) => {
+      const r = await t.request({
+        method: 'PATCH',
+        url: `/v1/endpoints/${endpointId}`,
+        token: tenant.key,
+        body: { event_types: eventTypes },
+      });
+      expect(r.status).toBe(200);
+    };
+    await subscribe(['invoice.*']);
+    const refused = await single();
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toMatchObject({ code: 'not_replayable', details: { reason: 'unsubscribed' } });
+    const replays = async () =>
+      (await t.request({ method: 'GET', url: '/v1/audit-events', token: tenant.key })).body.data.filter(
+        (e: { action: string }) => e.action === 'delivery.replayed',
+      );
+    expect(await replays()).toEqual([]);
+    await subscribe(['order.*']);
+    const sent = await single();
+    expect(sent.status).toBe(202);
+    expect(sent.body).toMatchObject({ replayed_from: id, status: 'pending' });
+    expect(await replays()).toHaveLength(1);
+  });
 });

@@ -228,6 +228,15 @@ export async function replayDelivery(
   if (result === 'not_found') throw new ApiError('not_found', 'No such delivery.');
   if (result === 'endpoint_gone')
     throw new ApiError('conflict', 'The endpoint of this delivery was deleted.');
+  if (result === 'cancelled' || result === 'unsubscribed') {
+    throw new ApiError(
+      'not_replayable',
+      result === 'cancelled'
+        ? 'This delivery was cancelled by an unsubscribe; it is not sent again.'
+        : 'The endpoint no longer subscribes to this event type; subscribe again to replay it.',
+      { reason: result },
+    );
+  }
   await audit(deps, {
     tenantId,
     principal,

@@ -28,6 +28,10 @@ export const ERRORS = {
     status: 409,
     message: 'This action affects many deliveries; resend with confirm.',
   },
+  not_replayable: {
+    status: 409,
+    message: 'This delivery may not be replayed: an acknowledged unsubscribe binds.',
+  },
   payload_too_large: { status: 413, message: 'The request body is too large.' },
   unsupported_media_type: { status: 415, message: 'Content-Type must be application/json.' },
   destination_not_allowed: { status: 422, message: 'Hookrail does not deliver to this destination.' },

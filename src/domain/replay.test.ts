@@ -6,6 +6,7 @@ import {
   replayDueAt,
   replayNeedsConfirmation,
   replayStart,
+  singleReplayRefusal,
 } from './replay.ts';
 
 const T = Date.UTC(2026, 11, 3, 12, 0);
@@ -68,5 +69,19 @@ describe('replay schedule', () => {
     expect(replayNeedsConfirmation(REPLAY_CONFIRM_ABOVE + 1, false)).toBe(true);
     expect(replayNeedsConfirmation(REPLAY_CONFIRM_ABOVE + 1, true)).toBe(false);
     expect(replayNeedsConfirmation(0, false)).toBe(false);
+  });
+});
+
+describe('singleReplayRefusal', () => {
+  it('refuses a cancelled delivery whatever the subscription, and a type no longer subscribed to', () => {
+    expect(singleReplayRefusal('cancelled', 'order.created', ['*'])).toBe('cancelled');
+    expect(singleReplayRefusal('dead', 'order.created', ['invoice.*'])).toBe('unsubscribed');
+    expect(singleReplayRefusal('delivered', 'order.created', [])).toBe('unsubscribed');
+  });
+  it('allows every other status of a subscribed type, pending included', () => {
+    for (const status of ['dead', 'delivered', 'skipped', 'pending']) {
+      expect(singleReplayRefusal(status, 'order.created', ['order.*'])).toBeNull();
+      expect(singleReplayRefusal(status, 'order.created', ['order.created'])).toBeNull();
+    }
   });
 });

@@ -64,6 +64,24 @@ export function collectReplayable(
   return false;
 }
 
+export type SingleReplayRefusal = 'cancelled' | 'unsubscribed';
+
+/**
+ * Why one delivery may not be replayed (POST /v1/deliveries/:id/replay), or null: the bulk replay's rule for one
+ * delivery, so that neither path re-sends what an unsubscribe stopped. A cancelled delivery was cancelled by an
+ * unsubscribe (or its endpoint's or tenant's deletion); an event type the endpoint no longer subscribes to is not
+ * sent again, whatever the delivery's status. A pending delivery may be replayed (a second copy, same webhook-id).
+ */
+export function singleReplayRefusal(
+  status: string,
+  eventType: string,
+  subscribed: readonly string[],
+): SingleReplayRefusal | null {
+  if (status === 'cancelled') return 'cancelled';
+  if (!matchesEventType(subscribed, eventType)) return 'unsubscribed';
+  return null;
+}
+
 /** Whether a request matching `matched` deliveries must be confirmed first. */
 export const replayNeedsConfirmation = (matched: number, confirmed: boolean) =>
   !confirmed && matched > REPLAY_CONFIRM_ABOVE;

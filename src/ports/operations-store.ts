@@ -4,7 +4,7 @@
  */
 
 import type { LaneMoveKind, LaneThresholds } from '../domain/lanes.ts';
-import type { ReplayableStatus } from '../domain/replay.ts';
+import type { ReplayableStatus, SingleReplayRefusal } from '../domain/replay.ts';
 import type {
   AttemptWindowStats,
   AuditRecord,
@@ -90,7 +90,9 @@ export interface OperationsStore {
   /**
    * A new delivery of the same event to the same endpoint with the original webhook-id (ADR-10), due at
    * domain/replay.ts replayStart: now, or one interval after the endpoint's latest pending replay, so single and
-   * bulk replays share the endpoint's `ratePerSecond`.
+   * bulk replays share the endpoint's `ratePerSecond`. Refused, changing nothing, as domain/replay.ts
+   * singleReplayRefusal says: 'cancelled' (an acknowledged unsubscribe binds) or 'unsubscribed' (the endpoint no longer
+   * subscribes to the event's type).
    */
   deliveryReplay(p: {
     id: string;
@@ -98,7 +100,7 @@ export interface OperationsStore {
     now: number;
     ratePerSecond: number;
     ids: DeliveryIdFactory;
-  }): Promise<DeliveryRecord | 'not_found' | 'endpoint_gone'>;
+  }): Promise<DeliveryRecord | 'not_found' | 'endpoint_gone' | SingleReplayRefusal>;
 
   /**
    * Bulk replay of one endpoint (POST /v1/endpoints/:id/replay; domain/replay.ts). Matches: the endpoint's

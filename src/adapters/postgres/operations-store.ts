@@ -25,7 +25,7 @@ import {
 } from '../../domain/endpoint-runtime.ts';
 import { ulid } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
-import { replayStart } from '../../domain/replay.ts';
+import { replayStart, singleReplayRefusal } from '../../domain/replay.ts';
 import type { AuditRecord, EndpointRecord } from '../../ports/delivery-store.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import {
@@ -351,11 +351,17 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
         );
         const o = original.rows[0];
         if (!o) return 'not_found' as const;
-        const e = await c.query<{ status: EndpointRecord['status'] }>(
-          'SELECT status FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR SHARE',
+        const e = await c.query<{ status: EndpointRecord['status']; event_types: string }>(
+          'SELECT status, event_types FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR SHARE',
           [o.endpoint_id],
         );
         if (!e.rows[0]) return 'endpoint_gone' as const;
+        const refused = singleReplayRefusal(
+          o.status,
+          o.event_type,
+          JSON.parse(e.rows[0].event_types) as string[],
+        );
+        if (refused) return refused;
         // The queue row locked before the latest pending replay is read, as in a bulk replay: two replays of one
         // endpoint at once take their due times one after the other.
         await c.query('SELECT 1 FROM endpoint_queue WHERE endpoint_id = $1 FOR UPDATE', [o.endpoint_id]);

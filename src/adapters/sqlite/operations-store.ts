@@ -14,7 +14,7 @@ import {
 } from '../../domain/endpoint-runtime.ts';
 import { ulid } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
-import { replayStart } from '../../domain/replay.ts';
+import { replayStart, singleReplayRefusal } from '../../domain/replay.ts';
 import type {
   AuditRecord,
   EndpointRecord,
@@ -415,10 +415,16 @@ export function createSqliteOperationsStore(
             | Row
             | undefined;
           if (!original) return 'not_found' as const;
-          const e = st('SELECT status FROM endpoints WHERE id = ? AND deleted_at IS NULL').get(
+          const e = st('SELECT status, event_types FROM endpoints WHERE id = ? AND deleted_at IS NULL').get(
             original.endpoint_id,
           ) as Row | undefined;
           if (!e) return 'endpoint_gone' as const;
+          const refused = singleReplayRefusal(
+            original.status as string,
+            original.event_type as string,
+            JSON.parse(e.event_types as string) as string[],
+          );
+          if (refused) return refused;
           const newId = ids.delivery();
           const latest = st(LATEST_PENDING_REPLAY).get(original.endpoint_id) as { at: number | null };
           insertReplay(original, newId, now, replayStart(now, latest.at, ratePerSecond));

@@ -94,6 +94,34 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
       ).toBe('endpoint_gone');
     });
 
+    test('deliveryReplay refuses what an unsubscribe stopped: a cancelled delivery, an unsubscribed type', async () => {
+      const t = await newTenant();
+      const ep = await newEndpoint(t.id, { eventTypes: ['a.*'] });
+      await publish(t.id, 2);
+      const [l] = await lease(NOW + SECOND, { limit: 1 });
+      await complete([l!], NOW + 2 * SECOND);
+      const delivered = l!.delivery.id;
+      const unsubscribe = async (eventTypes: string[], at: number) =>
+        h.store.endpointUpdate({ id: ep.id, tenantId: t.id, patch: { eventTypes }, now: at });
+      await unsubscribe(['c.*'], NOW + HOUR);
+      const before = await deliveriesOf(ep.id);
+      const cancelled = before.find((d) => d.status === 'cancelled')!;
+      expect(before.map((d) => d.status).sort()).toEqual(['cancelled', 'delivered']);
+      const replay = (deliveryId: string, at: number) =>
+        h.store.deliveryReplay({ id: deliveryId, tenantId: t.id, now: at, ratePerSecond: 10, ids });
+
+      expect(await replay(delivered, NOW + 2 * HOUR)).toBe('unsubscribed');
+      expect(await replay(cancelled.id, NOW + 2 * HOUR)).toBe('cancelled');
+      expect(await deliveriesOf(ep.id)).toEqual(before);
+
+      // Subscribed again: the delivered one may be replayed; the cancelled one stays cancelled for good.
+      await unsubscribe(['a.b'], NOW + 3 * HOUR);
+      expect(await replay(cancelled.id, NOW + 4 * HOUR)).toBe('cancelled');
+      const copy = (await replay(delivered, NOW + 4 * HOUR)) as DeliveryRecord;
+      expect(copy).toMatchObject({ replayedFrom: delivered, status: 'pending' });
+      expect(await deliveriesOf(ep.id)).toHaveLength(3);
+    });
+
     test('deliveryReplayBulk: filters, confirmation, rate-spaced due times, each delivery replayed once', async () => {
       const t = await newTenant();
       const other = await newTenant(NOW + 1);
