@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../../test/support/fake-clock.ts';
 import { createLocalKeyService } from '../adapters/crypto/envelope.ts';
-import { requireStepUp, STEP_UP_TTL_MS, StepUpGuard } from './step-up.ts';
+import { requireStepUp, STEP_UP_MAX_FAILURES, STEP_UP_TTL_MS, stepUpWait } from './step-up.ts';
 
 const TENANT = 'ten_01JZ0000000000000000000000';
 
@@ -42,23 +42,16 @@ describe('step-up tokens', () => {
   });
 });
 
-describe('StepUpGuard', () => {
-  it('accepts each TOTP step once, in increasing order, per tenant', () => {
-    const g = new StepUpGuard();
-    expect(g.acceptStep('a', 10)).toBe(true);
-    expect(g.acceptStep('a', 10)).toBe(false);
-    expect(g.acceptStep('a', 9)).toBe(false);
-    expect(g.acceptStep('b', 10)).toBe(true);
-    expect(g.acceptStep('a', 11)).toBe(true);
-  });
-
-  it('blocks after five failures within five minutes, until the window passes', () => {
-    const g = new StepUpGuard();
-    for (let i = 0; i < 4; i++) g.recordFailure('a', 1000);
-    expect(g.blockedFor('a', 1000)).toBeNull();
-    g.recordFailure('a', 1000);
-    expect(g.blockedFor('a', 1000)).toBe(300);
-    expect(g.blockedFor('b', 1000)).toBeNull();
-    expect(g.blockedFor('a', 1000 + 300_000)).toBeNull();
+describe('stepUpWait', () => {
+  const MIN = 60_000;
+  it('waits once the budget is used up in the window, until the window passes', () => {
+    expect(stepUpWait({ failures: 0, failuresSince: null }, 1000)).toBeNull();
+    expect(stepUpWait({ failures: STEP_UP_MAX_FAILURES - 1, failuresSince: 1000 }, 1000)).toBeNull();
+    expect(stepUpWait({ failures: STEP_UP_MAX_FAILURES, failuresSince: 1000 }, 1000)).toBe(300);
+    expect(stepUpWait({ failures: STEP_UP_MAX_FAILURES, failuresSince: 1000 }, 1000 + 4 * MIN + 30_500)).toBe(
+      30,
+    );
+    expect(stepUpWait({ failures: STEP_UP_MAX_FAILURES, failuresSince: 1000 }, 1000 + 5 * MIN - 1)).toBe(1);
+    expect(stepUpWait({ failures: STEP_UP_MAX_FAILURES, failuresSince: 1000 }, 1000 + 5 * MIN)).toBeNull();
   });
 });

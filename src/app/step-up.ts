@@ -6,18 +6,16 @@
  * it. Any process sharing the master key verifies it without a database read; nothing can be revoked early, which
  * is why it lives only 5 minutes. It is bound to the tenant, not to one tenant key.
  *
- * Limits of this process-local guard: a TOTP code is refused when reused within its window
- * and failures are rate-limited, but both memories are per process. With several control processes behind a load
- * balancer (PostgreSQL), a code could be used once per process within its ±30 s window, and an attacker holding the
- * tenant key gets the failure budget once per process. Closing that needs a store method that records the last
- * accepted TOTP step per tenant with a compare-and-set (accept step s only if s > last), shared by all processes.
+ * A code is accepted once and wrong codes are rate-limited per tenant, in the store (StepUpState), so the limits
+ * hold across every process: of two control processes given one code, one accepts it (a compare-and-set on the last
+ * accepted step), and the failure budget is the tenant's, not each process's.
  */
 import { timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../domain/errors.ts';
 import { matchTotpStep, TOTP_STEP_SECONDS } from '../domain/totp.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { KeyService } from '../ports/key-service.ts';
-import type { Store } from '../ports/store.ts';
+import type { StepUpState, Store } from '../ports/store.ts';
 import { totpAad } from './manage-tenants.ts';
 
 export const STEP_UP_TTL_MS = 5 * 60 * 1000;
@@ -29,7 +27,6 @@ export const STEP_UP_FAILURE_WINDOW_MS = 5 * 60 * 1000;
 
 const TOKEN_VERSION = 'su1';
 const TOKEN_RE = /^su1\.(ten_[0-9A-Z]{26})\.(\d{1,15})\.([A-Za-z0-9_-]{43})$/;
-const MAX_TRACKED_TENANTS = 10_000;
 
 export interface StepUpDeps {
   store: Store;
@@ -37,42 +34,18 @@ export interface StepUpDeps {
   keys: KeyService;
 }
 
-/** Per-process memory of used TOTP steps and recent failures, per tenant. */
-export class StepUpGuard {
-  private readonly lastStep = new Map<string, number>();
-  private readonly failures = new Map<string, { count: number; since: number }>();
-
-  /** Seconds to wait when the tenant has exhausted its failure budget, else null. */
-  blockedFor(tenantId: string, now: number): number | null {
-    const f = this.failures.get(tenantId);
-    if (!f || now - f.since >= STEP_UP_FAILURE_WINDOW_MS) return null;
-    if (f.count < STEP_UP_MAX_FAILURES) return null;
-    return Math.max(1, Math.ceil((f.since + STEP_UP_FAILURE_WINDOW_MS - now) / 1000));
-  }
-
-  recordFailure(tenantId: string, now: number): void {
-    const f = this.failures.get(tenantId);
-    if (!f || now - f.since >= STEP_UP_FAILURE_WINDOW_MS) {
-      if (this.failures.size >= MAX_TRACKED_TENANTS) this.failures.clear();
-      this.failures.set(tenantId, { count: 1, since: now });
-    } else f.count++;
-  }
-
-  /** True when `step` is newer than every step accepted before for the tenant; records it. */
-  acceptStep(tenantId: string, step: number): boolean {
-    const last = this.lastStep.get(tenantId);
-    if (last !== undefined && step <= last) return false;
-    // Bounded: evict the least recently accepted tenant (Map keeps insertion order; re-insert moves to the end).
-    // Clearing everything instead would re-open the replay window for every tenant at once.
-    if (this.lastStep.size >= MAX_TRACKED_TENANTS) {
-      const oldest = this.lastStep.keys().next().value;
-      if (oldest !== undefined) this.lastStep.delete(oldest);
-    }
-    this.lastStep.delete(tenantId);
-    this.lastStep.set(tenantId, step);
-    this.failures.delete(tenantId);
-    return true;
-  }
+/**
+ * Seconds to wait when the tenant has used up its budget in the current window, else null (the rule the store's
+ * stepUpCharge applies in one statement).
+ */
+export function stepUpWait(
+  state: Pick<StepUpState, 'failures' | 'failuresSince'>,
+  now: number,
+): number | null {
+  const since = state.failuresSince;
+  if (since === null || now - since >= STEP_UP_FAILURE_WINDOW_MS) return null;
+  if (state.failures < STEP_UP_MAX_FAILURES) return null;
+  return Math.max(1, Math.ceil((since + STEP_UP_FAILURE_WINDOW_MS - now) / 1000));
 }
 
 const signedPart = (tenantId: string, expiresAt: number) => `${TOKEN_VERSION}.${tenantId}.${expiresAt}`;
@@ -80,21 +53,28 @@ const signedPart = (tenantId: string, expiresAt: number) => `${TOKEN_VERSION}.${
 /** Checks a TOTP code against the tenant's sealed seed and mints a step-up token. */
 export async function issueStepUpToken(
   deps: StepUpDeps,
-  guard: StepUpGuard,
   input: { tenantId: string; totp: string },
 ): Promise<{ token: string; expiresAt: number }> {
   const now = deps.clock.now();
-  const wait = guard.blockedFor(input.tenantId, now);
-  if (wait !== null) {
+  const tenant = await deps.store.tenantGet({ id: input.tenantId });
+  if (!tenant) throw new ApiError('unauthorized');
+  // Every try is counted before its code is checked, and a right code clears the count: so tries in flight at once
+  // cannot get past the budget between a check and a count.
+  const charged = await deps.store.stepUpCharge({
+    tenantId: tenant.id,
+    now,
+    windowMs: STEP_UP_FAILURE_WINDOW_MS,
+    max: STEP_UP_MAX_FAILURES,
+  });
+  if (!charged) {
+    const state = await deps.store.stepUpState({ tenantId: tenant.id });
     throw new ApiError(
       'rate_limited',
       'Too many wrong TOTP codes; wait before trying again.',
       undefined,
-      wait,
+      (state && stepUpWait(state, now)) ?? 1,
     );
   }
-  const tenant = await deps.store.tenantGet({ id: input.tenantId });
-  if (!tenant) throw new ApiError('unauthorized');
   const seed = deps.keys.open(tenant.totpSeedSealed, totpAad(tenant.id));
   let step: number | null;
   try {
@@ -102,8 +82,7 @@ export async function issueStepUpToken(
   } finally {
     seed.fill(0);
   }
-  if (step === null || !guard.acceptStep(tenant.id, step)) {
-    guard.recordFailure(tenant.id, now);
+  if (step === null || !(await deps.store.stepUpAccept({ tenantId: tenant.id, step }))) {
     throw new ApiError(
       'invalid_totp',
       step === null

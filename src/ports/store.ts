@@ -30,6 +30,15 @@ export interface TenantRecord {
   deletedAt: number | null;
 }
 
+/** The step-up guard's memory of one tenant, shared by every process (src/app/step-up.ts). */
+export interface StepUpState {
+  /** The last TOTP step a step-up accepted; a code of that step or an older one is refused. */
+  lastStep: number | null;
+  /** Wrong codes counted in the window that began at `failuresSince`. */
+  failures: number;
+  failuresSince: number | null;
+}
+
 export type ApiKeyKind = 'producer' | 'tenant';
 
 export interface ApiKeyRecord {
@@ -105,6 +114,21 @@ export interface Store extends DeliveryStore, OperationsStore {
    * transaction: once acknowledged, no new attempt starts (ADR-16). False when absent or already deleted.
    */
   tenantDelete(p: { id: string; now: number }): Promise<boolean>;
+
+  /** Null when the tenant is absent or deleted. */
+  stepUpState(p: { tenantId: string }): Promise<StepUpState | null>;
+  /**
+   * Accepts TOTP step `step` for the tenant if it is newer than the last one accepted (a compare-and-set, so of two
+   * processes given one code only one accepts it) and clears the failures. False: already used, or no such tenant.
+   */
+  stepUpAccept(p: { tenantId: string; step: number }): Promise<boolean>;
+  /**
+   * Counts one step-up try against the tenant's budget before its code is checked (a right code then clears the
+   * count): in a new window starting at `now` when the current one began `windowMs` or more ago. False, counting
+   * nothing, when `max` tries are already counted in the window, or no such tenant. Counting first, in one
+   * statement, is what keeps concurrent guesses inside the budget.
+   */
+  stepUpCharge(p: { tenantId: string; now: number; windowMs: number; max: number }): Promise<boolean>;
 
   apiKeyCreate(p: { key: ApiKeyRecord }): Promise<void>;
   /** Live (unrevoked) key with this hash, whose tenant (if any) is live. */

@@ -21,6 +21,7 @@ import type {
   EventInsertOutcome,
   EventRecord,
   NewEvent,
+  StepUpState,
   Store,
   TenantRecord,
 } from '../../ports/store.ts';
@@ -44,6 +45,22 @@ const tenantFromRow = (r: Row): TenantRecord => ({
   createdAt: r.created_at as number,
   deletedAt: (r.deleted_at as number | null) ?? null,
 });
+
+const stepUpStateFromRow = (r: Row): StepUpState => ({
+  lastStep: (r.totp_last_step as number | null) ?? null,
+  failures: r.totp_failures as number,
+  failuresSince: (r.totp_failures_since as number | null) ?? null,
+});
+const STEP_UP_ACCEPT = `UPDATE tenants SET totp_last_step = :step, totp_failures = 0, totp_failures_since = NULL
+  WHERE id = :tenantId AND deleted_at IS NULL AND (totp_last_step IS NULL OR totp_last_step < :step)`;
+// Every SET expression reads the row as it was, so both see the same window.
+const STEP_UP_CHARGE = `UPDATE tenants
+  SET totp_failures = CASE WHEN totp_failures_since IS NULL OR :now - totp_failures_since >= :windowMs
+                           THEN 1 ELSE totp_failures + 1 END,
+      totp_failures_since = CASE WHEN totp_failures_since IS NULL OR :now - totp_failures_since >= :windowMs
+                                 THEN :now ELSE totp_failures_since END
+  WHERE id = :tenantId AND deleted_at IS NULL
+    AND (totp_failures_since IS NULL OR :now - totp_failures_since >= :windowMs OR totp_failures < :max)`;
 
 const keyFromRow = (r: Row): ApiKeyRecord => ({
   id: r.id as string,
@@ -232,6 +249,18 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
         const r = st('SELECT * FROM tenants WHERE id = ? AND deleted_at IS NULL').get(id) as Row | undefined;
         return r ? tenantFromRow(r) : null;
       }),
+    stepUpState: ({ tenantId }) =>
+      guard(() => {
+        const r = st(
+          `SELECT totp_last_step, totp_failures, totp_failures_since FROM tenants
+            WHERE id = ? AND deleted_at IS NULL`,
+        ).get(tenantId) as Row | undefined;
+        return r ? stepUpStateFromRow(r) : null;
+      }),
+    stepUpAccept: ({ tenantId, step }) =>
+      guard(() => st(STEP_UP_ACCEPT).run({ tenantId, step }).changes === 1),
+    stepUpCharge: ({ tenantId, now, windowMs, max }) =>
+      guard(() => st(STEP_UP_CHARGE).run({ tenantId, now, windowMs, max }).changes === 1),
     tenantList: ({ limit, cursor }) =>
       guard(() => {
         const rows = (

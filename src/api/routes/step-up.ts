@@ -1,14 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { requireTenant } from '../../app/manage-endpoints.ts';
-import { issueStepUpToken, StepUpGuard } from '../../app/step-up.ts';
+import { issueStepUpToken } from '../../app/step-up.ts';
 import type { ApiDeps } from '../build-api.ts';
 import { StepUpRequest, StepUpToken } from '../control-schemas.ts';
 import { errorResponses, iso } from '../schemas.ts';
 
 export const stepUpRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
-  // Per process: remembers used TOTP steps and counts failures (see src/app/step-up.ts for the limits).
-  const guard = new StepUpGuard();
-
   app.post<{ Body: { totp: string } }>(
     '/v1/auth/step-up',
     {
@@ -25,7 +22,7 @@ export const stepUpRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
     },
     async (req) => {
       const tenantId = requireTenant(req.principal);
-      const { token, expiresAt } = await issueStepUpToken(deps, guard, { tenantId, totp: req.body.totp });
+      const { token, expiresAt } = await issueStepUpToken(deps, { tenantId, totp: req.body.totp });
       return { token, expires_at: iso(expiresAt) };
     },
   );
