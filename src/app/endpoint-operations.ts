@@ -126,6 +126,7 @@ export async function endpointHealth(deps: OperationsDeps, tenantId: string | nu
     success_rate_percent: { last_hour: rate(hour), last_24h: rate(day) },
     attempts: { last_hour: hour.attempts, last_24h: day.attempts, dead_letters_24h: day.deadLetters },
     latency_ms: {
+      queue: { p50: percentile(hour.queueMs, 0.5), p99: percentile(hour.queueMs, 0.99) },
       platform: { p50: percentile(hour.platformMs, 0.5), p99: percentile(hour.platformMs, 0.99) },
       consumer: { p50: percentile(hour.consumerMs, 0.5), p99: percentile(hour.consumerMs, 0.99) },
     },

@@ -143,7 +143,8 @@ export interface AttemptWindowStats {
   attempts: number;
   successes: number;
   deadLetters: number;
-  /** Sorted latencies (ms) of sent attempts in the window, at most the newest 1,000. */
+  /** Sorted times (ms) of sent attempts in the window, at most the newest 1,000: the attempt log's three splits. */
+  queueMs: number[];
   platformMs: number[];
   consumerMs: number[];
 }

@@ -131,17 +131,19 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
         attempts: number;
         successes: number;
         dead_letters: number;
+        queue_ms: Array<number | string>;
         platform_ms: Array<number | string>;
         consumer_ms: Array<number | string>;
       }>(
         `WITH w AS (
-           SELECT id, outcome, platform_ms, consumer_ms FROM attempts
+           SELECT id, outcome, queue_ms, platform_ms, consumer_ms FROM attempts
             WHERE endpoint_id = $1 AND id >= $2 AND (error_class IS NULL OR error_class <> 'circuit_open')),
-         recent AS (SELECT platform_ms, consumer_ms FROM w ORDER BY id DESC LIMIT 1000)
+         recent AS (SELECT queue_ms, platform_ms, consumer_ms FROM w ORDER BY id DESC LIMIT 1000)
          SELECT (SELECT count(*) FROM w) AS attempts,
                 (SELECT count(*) FROM w WHERE outcome = 'delivered') AS successes,
                 (SELECT count(*) FROM deliveries
                   WHERE endpoint_id = $1 AND status = 'dead' AND updated_at >= $3) AS dead_letters,
+                ARRAY(SELECT queue_ms FROM recent ORDER BY queue_ms) AS queue_ms,
                 ARRAY(SELECT platform_ms FROM recent ORDER BY platform_ms) AS platform_ms,
                 ARRAY(SELECT consumer_ms FROM recent WHERE consumer_ms IS NOT NULL ORDER BY consumer_ms)
                   AS consumer_ms`,
@@ -152,6 +154,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
         attempts: r.attempts,
         successes: r.successes,
         deadLetters: r.dead_letters,
+        queueMs: numbers(r.queue_ms),
         platformMs: numbers(r.platform_ms),
         consumerMs: numbers(r.consumer_ms),
       };

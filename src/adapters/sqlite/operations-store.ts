@@ -158,7 +158,7 @@ export function createSqliteOperationsStore(
         `SELECT count(*) AS n, coalesce(sum(outcome = 'delivered'), 0) AS ok FROM attempts WHERE ${sent}`,
       ).get(endpointId, floor) as Row;
       const recent = st(
-        `SELECT platform_ms, consumer_ms FROM attempts WHERE ${sent} ORDER BY id DESC LIMIT 1000`,
+        `SELECT queue_ms, platform_ms, consumer_ms FROM attempts WHERE ${sent} ORDER BY id DESC LIMIT 1000`,
       ).all(endpointId, floor) as Row[];
       const dead = st(
         `SELECT count(*) AS n FROM deliveries WHERE endpoint_id = ? AND status = 'dead' AND updated_at >= ?`,
@@ -167,6 +167,7 @@ export function createSqliteOperationsStore(
         attempts: counts.n as number,
         successes: counts.ok as number,
         deadLetters: dead.n as number,
+        queueMs: recent.map((r) => r.queue_ms as number).sort((a, b) => a - b),
         platformMs: recent.map((r) => r.platform_ms as number).sort((a, b) => a - b),
         consumerMs: recent
           .map((r) => r.consumer_ms as number | null)

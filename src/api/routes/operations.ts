@@ -67,6 +67,13 @@ const Health = Type.Object({
     dead_letters_24h: Type.Integer(),
   }),
   latency_ms: Type.Object({
+    queue: Type.Object(
+      { p50: Num, p99: Num },
+      {
+        description:
+          "Hookrail: due → start of attempt (waiting for a worker slot, the endpoint's cap or its recovery ramp)",
+      },
+    ),
     platform: Type.Object(
       { p50: Num, p99: Num },
       { description: 'Hookrail: start of attempt → request on the wire' },

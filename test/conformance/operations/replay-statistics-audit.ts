@@ -294,14 +294,17 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
       const leased = await lease(NOW + SECOND);
       const [d1, d2, d3, d4, d5] = leased.filter((l) => l.endpoint.id === ep.id);
       const at = NOW + 2 * SECOND;
-      await complete([d1!], at, { attempt: { platformMs: 3, consumerMs: 117 } });
-      await complete([d2!], at, { failure: 'retryable', attempt: { platformMs: 5, consumerMs: null } });
+      await complete([d1!], at, { attempt: { queueMs: 40, platformMs: 3, consumerMs: 117 } });
+      await complete([d2!], at, {
+        failure: 'retryable',
+        attempt: { queueMs: 20, platformMs: 5, consumerMs: null },
+      });
       await complete([d3!], at, {
         failure: 'retryable',
         next: { status: 'dead', reason: 'max_attempts' },
-        attempt: { platformMs: 7, consumerMs: 50 },
+        attempt: { queueMs: 30, platformMs: 7, consumerMs: 50 },
       });
-      await complete([d4!], at, { failure: 'circuit_open', attempt: { platformMs: 1 } });
+      await complete([d4!], at, { failure: 'circuit_open', attempt: { queueMs: 1, platformMs: 1 } });
       await complete(
         leased.filter((l) => l.endpoint.id === other.id),
         at,
@@ -311,6 +314,7 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
         attempts: 3,
         successes: 1,
         deadLetters: 1,
+        queueMs: [20, 30, 40],
         platformMs: [3, 5, 7],
         consumerMs: [50, 117],
       });
@@ -323,11 +327,12 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
       });
 
       const later = NOW + 2 * HOUR;
-      await complete([d5!], later, { attempt: { platformMs: 9, consumerMs: 80 } });
+      await complete([d5!], later, { attempt: { queueMs: 10, platformMs: 9, consumerMs: 80 } });
       expect(await h.store.attemptStats({ endpointId: ep.id, since: NOW })).toEqual({
         attempts: 4,
         successes: 2,
         deadLetters: 1,
+        queueMs: [10, 20, 30, 40],
         platformMs: [3, 5, 7, 9],
         consumerMs: [50, 80, 117],
       });
@@ -335,6 +340,7 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
         attempts: 1,
         successes: 1,
         deadLetters: 0,
+        queueMs: [10],
         platformMs: [9],
         consumerMs: [80],
       });
@@ -349,6 +355,7 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
         attempts: 0,
         successes: 0,
         deadLetters: 0,
+        queueMs: [],
         platformMs: [],
         consumerMs: [],
       });
