@@ -57,8 +57,10 @@ interface LeaseSample {
   lane: string | null;
 }
 
+// The waits alone may add up to 70 s (20 s to the kill, 30 s to the demotion, 20 s to the drain) besides starting
+// five processes: more than 60 s on a loaded machine.
 it('promotion and demotion under load, with kill -9 of a delivery process mid-move: nothing lost or doubled', {
-  timeout: 60_000,
+  timeout: 120_000,
 }, async () => {
   const { env, pgUrl, leaseState } = await deliveryE2eStore({
     kind: 'postgres',
@@ -251,11 +253,13 @@ it('promotion and demotion under load, with kill -9 of a delivery process mid-mo
     );
   });
   stop.abort();
-  const hotSent = await hotLoad;
-  // Right after the kill: promoted, and the dead process's old-lane leases are the drain window.
+  // Right after the kill: promoted, and the dead process's old-lane leases are the drain window. Read at once,
+  // before waiting for the load's last requests: those leases expire 4 s after they were taken (then maintenance
+  // returns them and `draining` falls to 0), and they were taken up to a hold (2.5 s) before the kill.
   const moved = await lane();
   expect(moved).toMatchObject({ id: `dedicated:${hotId}`, kind: 'dedicated', previous: homeLane });
   expect(moved.draining).toBeGreaterThan(0);
+  const hotSent = await hotLoad;
   await sleep(300); // calm events pile up in their shared lanes while no shared process runs
   shared = await startDelivery('shared');
 

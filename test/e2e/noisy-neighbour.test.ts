@@ -76,8 +76,12 @@ describe.each(STORE_KINDS)('noisy neighbours on %s', (kind) => {
     );
     // The slow endpoint really was slow and occupied its slots meanwhile.
     expect(noisy.slowArrived).toBeGreaterThan(0);
-    // Healthy deliveries arrive at their normal pace: within 2x the baseline p99 plus a small absolute margin
-    // (both runs share a loaded 2-core machine).
-    expect(noisy.p99).toBeLessThan(baseline.p99 * 2 + 250);
+    // Healthy deliveries arrive at their normal pace. The two runs are made one after the other, so they can see
+    // different load on a shared machine: a bound tight against the baseline would fail on load alone. What this
+    // test guards against is head-of-line blocking, and that costs seconds, not milliseconds: a healthy delivery
+    // stuck behind the slow endpoint waits for its 15 s answer (or behind the refused one's retries). So: 3x the
+    // baseline p99, at least 2 s (room for load), but never more than 10 s (well below the 15 s a block costs).
+    const bound = Math.min(Math.max(baseline.p99 * 3, 2_000), 10_000);
+    expect(noisy.p99, `bound ${bound} ms`).toBeLessThan(bound);
   });
 });

@@ -58,8 +58,12 @@ describe.each([
       expect(p.stdout.includes('; pipeline thread)')).toBe(threaded === 'true');
       const base = p.url as string;
       const { tenantId, tenantKey, producerKey } = await createTenant(base, ADMIN_TOKEN);
-      await createEndpoint(base, tenantKey, receiver.url('/a'));
-      await createEndpoint(base, tenantKey, receiver.url('/b'));
+      // One delivery in flight per endpoint: with 150 ms answers, at most ~13 deliveries a second for the two, far
+      // slower than intake takes the 60 events. So when half have arrived, the rest are still queued (or in
+      // flight) and the restarted process has work left to send; with the default cap of 10 delivery could keep
+      // up with intake and leave nothing.
+      await createEndpoint(base, tenantKey, receiver.url('/a'), { max_concurrency: 1 });
+      await createEndpoint(base, tenantKey, receiver.url('/b'), { max_concurrency: 1 });
 
       const ids: string[] = [];
       for (let i = 0; i < EVENTS; i++) {

@@ -53,7 +53,9 @@ function run(p: (typeof PROGRAMS)[number], env: Record<string, string>, input: B
   return { status: r.status, out: r.stdout.trim(), err: r.stderr };
 }
 
-describe.each(PROGRAMS)('the $name verification example', (p) => {
+// Each test starts its program three times; `java Verify.java` compiles the source on every start, which alone
+// can take most of the default 30 s on a loaded machine.
+describe.each(PROGRAMS)('the $name verification example', { timeout: 120_000 }, (p) => {
   const now = Math.floor(Date.now() / 1000);
   const id = 'msg_01JD8Q0000000000000000000A';
   const [oldSecret, newSecret] = [secret(), secret()];

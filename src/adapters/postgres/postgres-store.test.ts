@@ -345,6 +345,29 @@ describe('delivery plane across processes', () => {
     });
     const held = new pg.Client({ connectionString: postgresUrl(), options: `-c search_path=${name}` });
     await held.connect();
+    // Watches the lock queue (from outside every transaction of the test): how many requests for this tenant's
+    // gate wait. A bigint advisory key shows in pg_locks as classid (high 32 bits) and objid (low 32 bits).
+    const watch = new pg.Client({ connectionString: postgresUrl() });
+    await watch.connect();
+    const waitingOnGate = async () =>
+      Number(
+        (
+          await watch.query<{ n: string }>(
+            `SELECT count(*) AS n FROM pg_locks
+              WHERE locktype = 'advisory' AND NOT granted
+                AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('hookrail.tenant:' || $1::text, 0)`,
+            [tenantId],
+          )
+        ).rows[0]!.n,
+      );
+    const untilWaiting = (n: number) =>
+      vi.waitFor(
+        async () => {
+          expect(await waitingOnGate()).toBeGreaterThanOrEqual(n);
+        },
+        { timeout: 10_000, interval: 10 },
+      );
     const order: string[] = [];
     try {
       await held.query('BEGIN');
@@ -352,15 +375,18 @@ describe('delivery plane across processes', () => {
       const disable = pools[1]!
         .endpointSetStatus({ id: eps[0]!, tenantId, status: 'disabled', reason: 'x', now: at })
         .then(() => order.push('disable'));
-      await new Promise((r) => setTimeout(r, 300));
+      await untilWaiting(1); // the disable waits for the gate
       const fanout = pools[2]!.fanoutRun({ now: at, limit: 10, ids }).then(() => order.push('fanout'));
-      await new Promise((r) => setTimeout(r, 300));
+      // The fan-out waits too, queued behind the disable: a fan-out let in beside the held shared lock never waits
+      // here (and would finish first).
+      await untilWaiting(2);
       expect(order).toEqual([]);
       await held.query('COMMIT');
       await Promise.all([disable, fanout]);
       expect(order).toEqual(['disable', 'fanout']);
     } finally {
       await held.end();
+      await watch.end();
     }
   });
 });

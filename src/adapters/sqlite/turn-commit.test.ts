@@ -8,13 +8,16 @@ import { createTurnCommit } from './turn-commit.ts';
 import { createWriteLock } from './write-lock.ts';
 
 // Another thread's side of write-lock.ts (plain JavaScript: eval'd workers have no TS loader): takes the lock,
-// says so, and releases it after `ms`.
+// says so, and releases it when told ('release'). After `ms` it releases on its own: only a backstop, so that a
+// thread blocked waiting for the lock (the bug the test looks for) fails the test instead of hanging it.
 const HOLD_LOCK = `
 const { workerData, parentPort } = require('node:worker_threads');
 const cell = new Int32Array(workerData.lock, 0, 1);
 while (Atomics.compareExchange(cell, 0, 0, 1) !== 0) Atomics.wait(cell, 0, 1, 50);
 parentPort.postMessage('held');
-setTimeout(() => { Atomics.store(cell, 0, 0); Atomics.notify(cell, 0); }, workerData.ms);
+const release = () => { clearTimeout(backstop); parentPort.off('message', release); Atomics.store(cell, 0, 0); Atomics.notify(cell, 0); };
+const backstop = setTimeout(release, workerData.ms);
+parentPort.on('message', release);
 `;
 
 describe.each([
@@ -145,8 +148,8 @@ describe.each([
 
   it('while the other thread holds the write lock, the turn waits without blocking and later jobs join it', async () => {
     const lock = createWriteLock();
-    // The other thread's turn commit, mid-transaction: it holds the lock for 300 ms.
-    const other = new Worker(HOLD_LOCK, { eval: true, workerData: { lock: lock.buffer, ms: 300 } });
+    // The other thread's turn commit, mid-transaction: it holds the lock until told to release it (below).
+    const other = new Worker(HOLD_LOCK, { eval: true, workerData: { lock: lock.buffer, ms: 10_000 } });
     await new Promise((resolve) => other.once('message', resolve)); // held
     const turn = createTurnCommit(db, { ...(offLoop ? { walFile: `${file}-wal` } : {}), lock });
     const seenByOthers: string[][] = [];
@@ -159,6 +162,7 @@ describe.each([
       seenByOthers.push(committed()); // a is not committed on its own
       return insert('b');
     });
+    other.postMessage('release'); // the other thread's transaction ends
     await expect(Promise.all([a, b])).resolves.toEqual([1, 1]);
     expect(seenByOthers).toEqual([[]]);
     expect(committed()).toEqual(['a', 'b']);
