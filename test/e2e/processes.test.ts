@@ -3,9 +3,11 @@
  * processes), graceful shutdown on SIGTERM, and the CLI's own surface (`--version`, `help`, `migrate`, the operator
  * token printed once, flag errors).
  */
+import { randomBytes } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { base32Decode, totpCode } from '../../src/domain/totp.ts';
 import {
   createChildSchema,
   runHookrail,
@@ -121,6 +123,49 @@ describe('two intake processes on one PostgreSQL schema', () => {
       `[processes] two processes: ${records.length} x 202 (A ${byTarget(a.url)[202]}, B ${byTarget(b.url)[202]}), ` +
         'all readable via both; 10 keys x 12 concurrent sends → 1 event each',
     );
+    await Promise.all([a.kill('SIGTERM'), b.kill('SIGTERM')]);
+  });
+});
+
+describe('step-up across two API processes on one PostgreSQL schema', () => {
+  it('a TOTP code is accepted once, and wrong codes count against one budget per tenant', {
+    timeout: 60_000,
+  }, async () => {
+    const url = await freshSchemaUrl('stepup');
+    const masterKey = randomBytes(32).toString('base64'); // both open the tenant's sealed TOTP seed
+    const env = (n: number) => ({
+      HOOKRAIL_ROLES: 'intake,control',
+      HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
+      HOOKRAIL_MASTER_KEY: masterKey,
+      HOOKRAIL_DATA_DIR: tempDir(`stepup-${n}`),
+      DATABASE_URL: url,
+    });
+    const a = await spawnHookrail({ env: env(1), name: 'A' });
+    const b = await spawnHookrail({ env: env(2), name: 'B' });
+    const tenant = await http(a.url, { path: '/v1/tenants', token: ADMIN_TOKEN, body: { name: 'step-up' } });
+    expect(tenant.status).toBe(201);
+    const seed = base32Decode(tenant.body.step_up.totp_seed);
+    const stepUp = (base: string, totp: string) =>
+      http(base, { path: '/v1/auth/step-up', token: tenant.body.tenant_key, body: { totp } });
+
+    // One code sent to both at once: one process accepts it, the other refuses it as used.
+    const code = totpCode(seed, Date.now());
+    const both = await Promise.all([stepUp(a.url, code), stepUp(b.url, code)]);
+    expect(both.map((r) => r.status).sort()).toEqual([200, 403]);
+    expect(both.find((r) => r.status === 403)!.body.error.code).toBe('invalid_totp');
+
+    // Wrong codes, alternating between the processes: the budget (5 in 5 minutes) is the tenant's, so the sixth try
+    // at the latest is refused, and then both refuse. (Kept per process, 6 alternating tries would all be 403.)
+    const wrong = String((Number(code) + 500_000) % 1_000_000).padStart(6, '0');
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await stepUp(i % 2 === 0 ? a.url : b.url, wrong)).status);
+    expect(statuses).toContain(429);
+    expect(statuses.filter((s) => s === 403).length).toBeLessThanOrEqual(5);
+    for (const base of [a.url, b.url]) {
+      const limited = await stepUp(base, totpCode(seed, Date.now() + 30_000));
+      expect(limited.status).toBe(429);
+      expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
+    }
     await Promise.all([a.kill('SIGTERM'), b.kill('SIGTERM')]);
   });
 });
