@@ -78,6 +78,10 @@ describe('singleReplayRefusal', () => {
     expect(singleReplayRefusal('dead', 'order.created', ['invoice.*'])).toBe('unsubscribed');
     expect(singleReplayRefusal('delivered', 'order.created', [])).toBe('unsubscribed');
   });
+  it("allows a test event's delivery whatever the endpoint subscribes to, unless it was cancelled", () => {
+    expect(singleReplayRefusal('delivered', 'hookrail.test', ['order.*'], true)).toBeNull();
+    expect(singleReplayRefusal('cancelled', 'hookrail.test', ['*'], true)).toBe('cancelled');
+  });
   it('allows every other status of a subscribed type, pending included', () => {
     for (const status of ['dead', 'delivered', 'skipped', 'pending']) {
       expect(singleReplayRefusal(status, 'order.created', ['order.*'])).toBeNull();

@@ -70,15 +70,18 @@ export type SingleReplayRefusal = 'cancelled' | 'unsubscribed';
  * Why one delivery may not be replayed (POST /v1/deliveries/:id/replay), or null: the bulk replay's rule for one
  * delivery, so that neither path re-sends what an unsubscribe stopped. A cancelled delivery was cancelled by an
  * unsubscribe (or its endpoint's or tenant's deletion); an event type the endpoint no longer subscribes to is not
- * sent again, whatever the delivery's status. A pending delivery may be replayed (a second copy, same webhook-id).
+ * sent again, whatever the delivery's status — except a test event's, which was addressed to the endpoint whatever
+ * it subscribes to (as an unsubscribe does not cancel it either). A pending delivery may be replayed (a second
+ * copy, same webhook-id).
  */
 export function singleReplayRefusal(
   status: string,
   eventType: string,
   subscribed: readonly string[],
+  testEvent = false,
 ): SingleReplayRefusal | null {
   if (status === 'cancelled') return 'cancelled';
-  if (!matchesEventType(subscribed, eventType)) return 'unsubscribed';
+  if (!testEvent && !matchesEventType(subscribed, eventType)) return 'unsubscribed';
   return null;
 }
 

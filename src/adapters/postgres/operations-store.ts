@@ -348,8 +348,11 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
         // As fan-out does: the tenant gate and the endpoint row shared, so the endpoint cannot be disabled or
         // deleted until this commits, then the queue row last (only to bring its due time forward).
         await lockTenantGatesShared(c, [tenantId]);
-        const original = await c.query<DeliveryRow>(
-          `SELECT ${DELIVERY_COLUMNS} FROM deliveries WHERE id = $1 AND tenant_id = $2`,
+        // With whether it is a test event's (addressed to its endpoint alone: events.endpoint_id).
+        const original = await c.query<DeliveryRow & { test_event: boolean }>(
+          `SELECT ${DELIVERY_COLUMNS},
+                  EXISTS (SELECT 1 FROM events e WHERE e.seq = d.event_seq AND e.endpoint_id IS NOT NULL) AS test_event
+             FROM deliveries d WHERE id = $1 AND tenant_id = $2`,
           [id, tenantId],
         );
         const o = original.rows[0];
@@ -363,6 +366,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
           o.status,
           o.event_type,
           JSON.parse(e.rows[0].event_types) as string[],
+          o.test_event,
         );
         if (refused) return refused;
         // The queue row locked before the latest pending replay is read, as in a bulk replay: two replays of one

@@ -420,10 +420,14 @@ export function createSqliteOperationsStore(
             original.endpoint_id,
           ) as Row | undefined;
           if (!e) return 'endpoint_gone' as const;
+          const addressed = st('SELECT endpoint_id FROM events WHERE seq = ?').get(original.event_seq) as
+            | Row
+            | undefined;
           const refused = singleReplayRefusal(
             original.status as string,
             original.event_type as string,
             JSON.parse(e.event_types as string) as string[],
+            (addressed?.endpoint_id ?? null) !== null,
           );
           if (refused) return refused;
           const newId = ids.delivery();

@@ -263,7 +263,8 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
         description:
           "Due at once, or 100 ms after the endpoint's latest pending replay: single and bulk replays share " +
           'the rate cap of 10 per second per endpoint. As in a bulk replay, a cancelled delivery (an acknowledged ' +
-          'unsubscribe binds) and one whose event type the endpoint no longer subscribes to answer 409 ' +
+          'unsubscribe binds) and one whose event type the endpoint no longer subscribes to (a test event excepted: ' +
+          'it was addressed to the endpoint) answer 409 ' +
           '`not_replayable` (`details.reason`: `cancelled` or `unsubscribed`) and change nothing; a deleted ' +
           'endpoint answers 409 `conflict`. The body is optional and takes no fields.',
         tags: ['failure-handling'],

@@ -122,6 +122,37 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
       expect(await deliveriesOf(ep.id)).toHaveLength(3);
     });
 
+    test("deliveryReplay of a test event's delivery: addressed to the endpoint, whatever it subscribes to", async () => {
+      const t = await newTenant();
+      const ep = await newEndpoint(t.id, { eventTypes: ['a.*'] });
+      const at = NOW + SECOND;
+      const event = {
+        id: id('event', at),
+        tenantId: t.id,
+        type: 'hookrail.test',
+        resourceId: null,
+        data: '{"test":true}',
+        idempotencyKey: null,
+        requestHash: null,
+        createdAt: at,
+      };
+      const d = (await h.store.endpointTestEvent({
+        endpointId: ep.id,
+        tenantId: t.id,
+        event,
+        now: at,
+        ids,
+      })) as DeliveryRecord;
+      const copy = await h.store.deliveryReplay({
+        id: d.id,
+        tenantId: t.id,
+        now: at + 1,
+        ratePerSecond: 10,
+        ids,
+      });
+      expect(copy).toMatchObject({ replayedFrom: d.id, eventType: 'hookrail.test', status: 'pending' });
+    });
+
     test('deliveryReplayBulk: filters, confirmation, rate-spaced due times, each delivery replayed once', async () => {
       const t = await newTenant();
       const other = await newTenant(NOW + 1);
