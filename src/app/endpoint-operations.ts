@@ -18,8 +18,10 @@ import {
   replayNeedsConfirmation,
 } from '../domain/replay.ts';
 import type { Clock, Random } from '../ports/clock.ts';
-import type { BacklogChoice, DeliveryIdFactory } from '../ports/delivery-store.ts';
+import type { BacklogChoice, DeliveryIdFactory, DeliveryRecord } from '../ports/delivery-store.ts';
+import type { BulkReplayResult, EnableResult } from '../ports/operations-store.ts';
 import type { Store } from '../ports/store.ts';
+import { type AuditActor, auditOf } from './audit.ts';
 import type { Principal } from './auth.ts';
 
 const HOUR = 3_600_000;
@@ -28,41 +30,6 @@ export interface OperationsDeps {
   store: Store;
   clock: Clock;
   random: Random;
-}
-
-export function actorOf(p: Principal): string {
-  return p.kind === 'tenant'
-    ? `tenant_key:${p.keyId}`
-    : p.kind === 'producer'
-      ? `producer_key:${p.keyId}`
-      : 'operator';
-}
-
-/** Appends to the tenant's audit trail (ADR-16: independent of delivery telemetry). */
-export async function audit(
-  deps: OperationsDeps,
-  e: {
-    tenantId: string;
-    principal: Principal;
-    action: string;
-    targetType: string;
-    targetId: string;
-    details?: object;
-  },
-): Promise<void> {
-  const now = deps.clock.now();
-  await deps.store.auditAppend({
-    record: {
-      id: newId('audit', now, deps.random.bytes(10)),
-      tenantId: e.tenantId,
-      actor: actorOf(e.principal),
-      action: e.action,
-      targetType: e.targetType,
-      targetId: e.targetId,
-      details: { ...(e.details ?? {}) },
-      createdAt: now,
-    },
-  });
 }
 
 export function deliveryIds(deps: OperationsDeps, now: number): DeliveryIdFactory {
@@ -189,26 +156,31 @@ export async function enableEndpoint(
   choice: BacklogChoice,
 ) {
   const now = deps.clock.now();
-  const result = await deps.store.endpointEnable({ id, tenantId, choice, now, ids: deliveryIds(deps, now) });
+  const audit = auditOf<EnableResult>(
+    deps,
+    { tenantId, principal },
+    { action: 'endpoint.enabled', targetType: 'endpoint', targetId: id },
+    (r) => ({
+      backlog: choice.kind,
+      ...(choice.kind === 'resume_from' ? { resume_from: iso(choice.at) } : {}),
+      requeued: r.requeued,
+      skipped: r.skipped,
+    }),
+  );
+  const result = await deps.store.endpointEnable({
+    id,
+    tenantId,
+    choice,
+    now,
+    ids: deliveryIds(deps, now),
+    audit,
+  });
   if (!result) {
     const endpoint = await endpointOr404(deps, tenantId, id);
     throw new ApiError('conflict', `The endpoint is ${endpoint.status}, not disabled.`, {
       status: endpoint.status,
     });
   }
-  await audit(deps, {
-    tenantId,
-    principal,
-    action: 'endpoint.enabled',
-    targetType: 'endpoint',
-    targetId: id,
-    details: {
-      backlog: choice.kind,
-      ...(choice.kind === 'resume_from' ? { resume_from: iso(choice.at) } : {}),
-      requeued: result.requeued,
-      skipped: result.skipped,
-    },
-  });
   return result;
 }
 
@@ -225,6 +197,12 @@ export async function replayDelivery(
     now,
     ratePerSecond: REPLAY_RATE_PER_SECOND,
     ids: deliveryIds(deps, now),
+    audit: auditOf<DeliveryRecord>(
+      deps,
+      { tenantId, principal },
+      { action: 'delivery.replayed', targetType: 'delivery', targetId: id },
+      (replay) => ({ replay_id: replay.id }),
+    ),
   });
   if (result === 'not_found') throw new ApiError('not_found', 'No such delivery.');
   if (result === 'endpoint_gone')
@@ -238,14 +216,6 @@ export async function replayDelivery(
       { reason: result },
     );
   }
-  await audit(deps, {
-    tenantId,
-    principal,
-    action: 'delivery.replayed',
-    targetType: 'delivery',
-    targetId: id,
-    details: { replay_id: result.id },
-  });
   return result;
 }
 
@@ -278,6 +248,7 @@ export async function replayEndpoint(
     });
   }
   const endpoint = await endpointOr404(deps, tenantId, id);
+  const replayId = newId('replay', now, deps.random.bytes(10));
   const result = await deps.store.deliveryReplayBulk({
     endpointId: id,
     tenantId,
@@ -289,6 +260,19 @@ export async function replayEndpoint(
     confirmAbove: input.confirm ? null : REPLAY_CONFIRM_ABOVE,
     max: REPLAY_MAX_PER_REQUEST,
     ids: deliveryIds(deps, now),
+    audit: auditOf<BulkReplayResult>(
+      deps,
+      { tenantId, principal },
+      { action: 'endpoint.replayed', targetType: 'endpoint', targetId: id },
+      (r) => ({
+        replay_id: replayId,
+        status: input.statuses,
+        since: iso(input.since),
+        until: iso(until),
+        count: r.created,
+        more: r.more,
+      }),
+    ),
   });
   if (result === 'not_found') throw new ApiError('not_found', 'No such endpoint.');
   const day = await deps.store.attemptStats({ endpointId: id, since: now - 24 * HOUR });
@@ -308,8 +292,7 @@ export async function replayEndpoint(
       { count, more: result.more, estimated_seconds: estimate(count) },
     );
   }
-  const replayId = newId('replay', now, deps.random.bytes(10));
-  const answer = {
+  return {
     id: replayId,
     endpoint_id: id,
     status: input.statuses,
@@ -323,24 +306,21 @@ export async function replayEndpoint(
     estimated_seconds: estimate(result.created),
     created_at: iso(now),
   };
-  // The audit trail records changes: a request that matched nothing made none.
-  if (result.created === 0) return answer;
-  await audit(deps, {
-    tenantId,
-    principal,
-    action: 'endpoint.replayed',
-    targetType: 'endpoint',
-    targetId: id,
-    details: {
-      replay_id: replayId,
-      status: input.statuses,
-      since: answer.since,
-      until: answer.until,
-      count: result.created,
-      more: result.more,
-    },
+}
+
+/** PUT /v1/notification-channel: the tenant's e-mail address for notifications (null: e-mail off). */
+export async function setNotificationChannel(deps: OperationsDeps, by: AuditActor, email: string | null) {
+  await deps.store.tenantSetNotificationEmail({
+    tenantId: by.tenantId,
+    email,
+    now: deps.clock.now(),
+    audit: auditOf(
+      deps,
+      by,
+      { action: 'notification_channel.updated', targetType: 'tenant', targetId: by.tenantId },
+      () => ({ email }),
+    ),
   });
-  return answer;
 }
 
 /** The type of a test event when the request names none. */
@@ -376,18 +356,16 @@ export async function sendTestEvent(
     event,
     now,
     ids: deliveryIds(deps, now),
+    audit: auditOf<DeliveryRecord>(
+      deps,
+      { tenantId, principal },
+      { action: 'endpoint.test_sent', targetType: 'endpoint', targetId: id },
+      (d) => ({ event_id: event.id, delivery_id: d.id }),
+    ),
   });
   if (delivery === 'not_found') throw new ApiError('not_found', 'No such endpoint.');
   if (delivery === 'disabled') {
     throw new ApiError('conflict', 'The endpoint is disabled: enable it, then send a test event.');
   }
-  await audit(deps, {
-    tenantId,
-    principal,
-    action: 'endpoint.test_sent',
-    targetType: 'endpoint',
-    targetId: id,
-    details: { event_id: event.id, delivery_id: delivery.id },
-  });
   return { event, delivery };
 }

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../test/support/fake-clock.ts';
 import { seededRandom } from '../../test/support/seeded-random.ts';
-import { createTestStore, type TestStore } from '../../test/support/test-hookrail.ts';
+import { asTenant, createTestStore, type TestStore } from '../../test/support/test-hookrail.ts';
 import { createLocalKeyService } from '../adapters/crypto/envelope.ts';
 import { newId } from '../domain/ids.ts';
 import { FanoutWorker } from '../worker/fanout-worker.ts';
@@ -23,7 +23,7 @@ describe('GroupCommitter', () => {
     const random = seededRandom(3);
     const base = { store, clock, random, keys: createLocalKeyService({ masterKey: Buffer.alloc(32, 7) }) };
     const { tenant } = await createTenant(base, { name: 'a' });
-    const { endpoint } = await createEndpoint(base, tenant.id, {
+    const { endpoint } = await createEndpoint(base, asTenant(tenant.id), {
       url: 'https://ok.example.com/',
       eventTypes: ['*'],
     });

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../test/support/fake-clock.ts';
 import { seededRandom } from '../../test/support/seeded-random.ts';
-import { createTestStore, type TestStore } from '../../test/support/test-hookrail.ts';
+import { asTenant, createTestStore, type TestStore } from '../../test/support/test-hookrail.ts';
 import { createLocalKeyService } from '../adapters/crypto/envelope.ts';
 import { ApiError } from '../domain/errors.ts';
 import type { DestinationChecker } from '../ports/http-sender.ts';
@@ -109,15 +109,15 @@ describe('createEndpoint', () => {
     };
     const deps = { ...base, destinations };
     await expect(
-      createEndpoint(deps, tenant.id, { url: 'https://blocked.example.com/', eventTypes: ['*'] }),
+      createEndpoint(deps, asTenant(tenant.id), { url: 'https://blocked.example.com/', eventTypes: ['*'] }),
     ).rejects.toMatchObject({ code: 'destination_not_allowed', status: 422 });
     // The shape check runs first: no lookup for a URL that is refused anyway.
     await expect(
-      createEndpoint(deps, tenant.id, { url: 'ftp://x.example.com/', eventTypes: ['*'] }),
+      createEndpoint(deps, asTenant(tenant.id), { url: 'ftp://x.example.com/', eventTypes: ['*'] }),
     ).rejects.toMatchObject({
       code: 'invalid_url',
     });
-    const created = await createEndpoint(deps, tenant.id, {
+    const created = await createEndpoint(deps, asTenant(tenant.id), {
       url: 'https://ok.example.com',
       eventTypes: ['*'],
     });

@@ -36,6 +36,7 @@ import type {
 import type { DestinationChecker } from '../ports/http-sender.ts';
 import type { KeyService } from '../ports/key-service.ts';
 import type { Store } from '../ports/store.ts';
+import { type AuditActor, auditOf } from './audit.ts';
 import type { Principal } from './auth.ts';
 import { secretAad } from './secret-cache.ts';
 import { requireStepUp } from './step-up.ts';
@@ -252,7 +253,8 @@ function newSecret(deps: EndpointDeps, tenantId: string, endpointId: string, now
   return { record, value };
 }
 
-export async function createEndpoint(deps: EndpointDeps, tenantId: string, input: EndpointInput) {
+export async function createEndpoint(deps: EndpointDeps, by: AuditActor, input: EndpointInput) {
+  const { tenantId } = by;
   const shapedUrl = canonicalEndpointUrl(input.url);
   const eventTypes = checkEventTypes(input.eventTypes);
   const headers = checkCustomHeaders(input.headers ?? {});
@@ -274,7 +276,17 @@ export async function createEndpoint(deps: EndpointDeps, tenantId: string, input
     updatedAt: now,
   };
   const secret = newSecret(deps, tenantId, endpoint.id, now);
-  await deps.store.endpointCreate({ endpoint, secret: secret.record, sharedLanes: deps.sharedLanes });
+  await deps.store.endpointCreate({
+    endpoint,
+    secret: secret.record,
+    sharedLanes: deps.sharedLanes,
+    audit: auditOf(
+      deps,
+      by,
+      { action: 'endpoint.created', targetType: 'endpoint', targetId: endpoint.id },
+      () => ({ url, event_types: eventTypes, secret_id: secret.record.id }),
+    ),
+  });
   return { endpoint, secret: secret.record, secretValue: secret.value };
 }
 
@@ -291,13 +303,14 @@ export async function getEndpoint(deps: EndpointDeps, tenantId: string | null, i
 export async function updateEndpoint(
   deps: EndpointDeps,
   input: {
-    tenantId: string;
+    by: AuditActor;
     id: string;
     patch: EndpointPatchInput;
     stepUpToken: string | string[] | undefined;
   },
 ): Promise<EndpointRecord> {
-  const { tenantId, id, patch: given } = input;
+  const { by, id, patch: given } = input;
+  const { tenantId } = by;
   const patch: EndpointPatch = {};
   const shapedUrl = given.url !== undefined ? canonicalEndpointUrl(given.url) : undefined;
   if (given.eventTypes !== undefined) patch.eventTypes = checkEventTypes(given.eventTypes);
@@ -311,26 +324,65 @@ export async function updateEndpoint(
     requireStepUp(deps, tenantId, input.stepUpToken);
     patch.url = await checkDestination(deps, shapedUrl);
   }
-  const updated = await deps.store.endpointUpdate({ id, tenantId, patch, now: deps.clock.now() });
+  const changed = (Object.keys(PATCH_FIELD_NAMES) as Array<keyof EndpointPatchInput>)
+    .filter((k) => given[k] !== undefined)
+    .map((k) => PATCH_FIELD_NAMES[k]);
+  const updated = await deps.store.endpointUpdate({
+    id,
+    tenantId,
+    patch,
+    now: deps.clock.now(),
+    audit: auditOf(
+      deps,
+      by,
+      {
+        action: patch.url !== undefined ? 'endpoint.url_changed' : 'endpoint.updated',
+        targetType: 'endpoint',
+        targetId: id,
+      },
+      () => ({ changed }),
+    ),
+  });
   if (!updated) throw new ApiError('not_found', 'No such endpoint.');
   return updated;
 }
 
-export async function deleteEndpoint(deps: EndpointDeps, tenantId: string, id: string): Promise<void> {
-  const deleted = await deps.store.endpointDelete({ id, tenantId, now: deps.clock.now() });
+/** The API's names of the fields a patch may carry, for the audit record. */
+const PATCH_FIELD_NAMES: Record<keyof EndpointPatchInput, string> = {
+  url: 'url',
+  description: 'description',
+  eventTypes: 'event_types',
+  ordering: 'ordering',
+  maxConcurrency: 'max_concurrency',
+  headers: 'headers',
+};
+
+export async function deleteEndpoint(deps: EndpointDeps, by: AuditActor, id: string): Promise<void> {
+  const deleted = await deps.store.endpointDelete({
+    id,
+    tenantId: by.tenantId,
+    now: deps.clock.now(),
+    audit: auditOf(deps, by, { action: 'endpoint.deleted', targetType: 'endpoint', targetId: id }),
+  });
   if (!deleted) throw new ApiError('not_found', 'No such endpoint.');
 }
 
+/** Disables or enables an endpoint as the tenant asked (re-enabling with a backlog choice: enableEndpoint). */
 export async function setEndpointStatus(
   deps: EndpointDeps,
-  input: { tenantId: string; id: string; status: EndpointStatus },
+  input: { by: AuditActor; id: string; status: EndpointStatus },
 ): Promise<EndpointRecord> {
   const endpoint = await deps.store.endpointSetStatus({
     id: input.id,
-    tenantId: input.tenantId,
+    tenantId: input.by.tenantId,
     status: input.status,
     reason: input.status === 'disabled' ? 'disabled_by_tenant' : null,
     now: deps.clock.now(),
+    audit: auditOf(deps, input.by, {
+      action: input.status === 'disabled' ? 'endpoint.disabled' : 'endpoint.enabled',
+      targetType: 'endpoint',
+      targetId: input.id,
+    }),
   });
   if (!endpoint) throw new ApiError('not_found', 'No such endpoint.');
   return endpoint;
@@ -343,19 +395,26 @@ export async function setEndpointStatus(
 /** A new secret, shown once; the newest previously active one stays active until now + overlap. */
 export async function rotateSecret(
   deps: EndpointDeps,
-  input: { tenantId: string; endpointId: string; overlapSeconds: number },
+  input: { by: AuditActor; endpointId: string; overlapSeconds: number },
 ) {
-  const endpoint = await getEndpoint(deps, input.tenantId, input.endpointId);
+  const endpoint = await getEndpoint(deps, input.by.tenantId, input.endpointId);
   const now = deps.clock.now();
   const secret = newSecret(deps, endpoint.tenantId, endpoint.id, now);
-  await deps.store.secretRotate({
+  // The one kept for the overlap, if it is still active (an overlap of 0 retires it now).
+  const stillActive = (kept: SecretRecord | null) =>
+    kept !== null && (kept.activeUntil === null || kept.activeUntil > now) ? kept : null;
+  const kept = await deps.store.secretRotate({
     secret: secret.record,
     previousActiveUntil: now + input.overlapSeconds * 1000,
     now,
+    audit: auditOf<SecretRecord | null>(
+      deps,
+      input.by,
+      { action: 'secret.rotated', targetType: 'endpoint', targetId: endpoint.id },
+      (k) => ({ secret_id: secret.record.id, previous_id: stillActive(k)?.id ?? null }),
+    ),
   });
-  const active = await deps.store.secretListActive({ endpointId: endpoint.id, now });
-  const previous = active.find((s) => s.id !== secret.record.id) ?? null;
-  return { secret: secret.record, secretValue: secret.value, previous };
+  return { secret: secret.record, secretValue: secret.value, previous: stillActive(kept) };
 }
 
 /** Active secrets (metadata only is ever shown), newest first. `tenantId` null: the operator. */
@@ -369,13 +428,19 @@ export async function listSecrets(
 
 export async function retireSecret(
   deps: EndpointDeps,
-  input: { tenantId: string; endpointId: string; secretId: string },
+  input: { by: AuditActor; endpointId: string; secretId: string },
 ): Promise<void> {
-  const endpoint = await getEndpoint(deps, input.tenantId, input.endpointId);
+  const endpoint = await getEndpoint(deps, input.by.tenantId, input.endpointId);
   const result = await deps.store.secretRetire({
     id: input.secretId,
     endpointId: endpoint.id,
     now: deps.clock.now(),
+    audit: auditOf(
+      deps,
+      input.by,
+      { action: 'secret.retired', targetType: 'endpoint', targetId: endpoint.id },
+      () => ({ secret_id: input.secretId }),
+    ),
   });
   if (result === 'not_found') throw new ApiError('not_found', 'No such active secret on this endpoint.');
   if (result === 'last') throw new ApiError('last_active_secret');

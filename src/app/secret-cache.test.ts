@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../test/support/fake-clock.ts';
 import { seededRandom } from '../../test/support/seeded-random.ts';
-import { createTestStore, type TestStore } from '../../test/support/test-hookrail.ts';
+import { asTenant, createTestStore, type TestStore } from '../../test/support/test-hookrail.ts';
 import { createLocalKeyService } from '../adapters/crypto/envelope.ts';
 import { createEndpoint } from './manage-endpoints.ts';
 import { createTenant } from './manage-tenants.ts';
@@ -17,7 +17,7 @@ describe('SecretCache', () => {
     const keys = createLocalKeyService({ masterKey: Buffer.alloc(32, 7) });
     const base = { store: ts.store, clock, random: seededRandom(1), keys };
     const { tenant } = await createTenant(base, { name: 'a' });
-    const { endpoint, secretValue } = await createEndpoint(base, tenant.id, {
+    const { endpoint, secretValue } = await createEndpoint(base, asTenant(tenant.id), {
       url: 'https://ok.example.com/',
       eventTypes: ['*'],
     });

@@ -190,6 +190,14 @@ export interface AuditRecord {
   createdAt: number;
 }
 
+/**
+ * Builds a change's audit record from what the change did. A store method given one writes the record in the
+ * change's own transaction, so no change commits without its record and no record outlives a rolled-back change
+ * (ADR-16). It is called only when the change is made (not for a refusal or an absent target); null records
+ * nothing. It must not throw.
+ */
+export type AuditOf<R> = (result: R) => AuditRecord | null;
+
 export type BacklogChoice = { kind: 'deliver' } | { kind: 'skip' } | { kind: 'resume_from'; at: number };
 
 /** What a lease may take of each kind: first deliveries (and their retries) and replays (deliveryLease). */
@@ -209,7 +217,12 @@ export interface DeliveryStore {
    * Also puts the endpoint in its shared lane: scheme v1 over `sharedLanes` (HOOKRAIL_SHARED_LANES, default 8;
    * domain/lanes.ts). A count that differs from the maintenance role's is corrected by its next rebalance pass.
    */
-  endpointCreate(p: { endpoint: EndpointRecord; secret: SecretRecord; sharedLanes?: number }): Promise<void>;
+  endpointCreate(p: {
+    endpoint: EndpointRecord;
+    secret: SecretRecord;
+    sharedLanes?: number;
+    audit?: AuditOf<void>;
+  }): Promise<void>;
   /** `tenantId` null: any tenant (operator). Deleted endpoints are absent. */
   endpointGet(p: { id: string; tenantId: string | null }): Promise<EndpointRecord | null>;
   endpointList(p: ListParams & { tenantId: string | null }): Promise<Page<EndpointRecord>>;
@@ -222,9 +235,10 @@ export interface DeliveryStore {
     tenantId: string;
     patch: EndpointPatch;
     now: number;
+    audit?: AuditOf<EndpointRecord>;
   }): Promise<EndpointRecord | null>;
   /** Deletes the endpoint and cancels its pending deliveries (kept as records). False when absent. */
-  endpointDelete(p: { id: string; tenantId: string; now: number }): Promise<boolean>;
+  endpointDelete(p: { id: string; tenantId: string; now: number; audit?: AuditOf<void> }): Promise<boolean>;
   /** Disable keeps the backlog pending but leases nothing for the endpoint; enable resumes. */
   endpointSetStatus(p: {
     id: string;
@@ -232,17 +246,29 @@ export interface DeliveryStore {
     status: EndpointStatus;
     reason: string | null;
     now: number;
+    audit?: AuditOf<EndpointRecord>;
   }): Promise<EndpointRecord | null>;
 
   /**
    * Adds a secret. Every secret still active gets `active_until = min(current, previousActiveUntil)`, and all but
-   * the newest of them is retired at once, so at most two are ever active.
+   * the newest of them is retired at once, so at most two are ever active. Returns that newest one as it stays
+   * active for the overlap (null when none was active).
    */
-  secretRotate(p: { secret: SecretRecord; previousActiveUntil: number; now: number }): Promise<void>;
+  secretRotate(p: {
+    secret: SecretRecord;
+    previousActiveUntil: number;
+    now: number;
+    audit?: AuditOf<SecretRecord | null>;
+  }): Promise<SecretRecord | null>;
   /** Active and not yet expired secrets (metadata and sealed values), newest first. */
   secretListActive(p: { endpointId: string; now: number }): Promise<SecretRecord[]>;
   /** Retires a secret now; refuses (returns 'last') to retire the only active one. */
-  secretRetire(p: { id: string; endpointId: string; now: number }): Promise<'retired' | 'not_found' | 'last'>;
+  secretRetire(p: {
+    id: string;
+    endpointId: string;
+    now: number;
+    audit?: AuditOf<void>;
+  }): Promise<'retired' | 'not_found' | 'last'>;
 
   /**
    * Fan-out, exactly once: takes committed events from the fan-out stream oldest first, reads each tenant's

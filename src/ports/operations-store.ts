@@ -7,6 +7,7 @@ import type { LaneMoveKind, LaneThresholds } from '../domain/lanes.ts';
 import type { ReplayableStatus, SingleReplayRefusal } from '../domain/replay.ts';
 import type {
   AttemptWindowStats,
+  AuditOf,
   AuditRecord,
   BacklogChoice,
   BacklogStats,
@@ -27,6 +28,13 @@ export interface BulkReplayResult {
   /** Due times of the first and last replay created; null when none was. */
   firstDueAt: number | null;
   lastDueAt: number | null;
+}
+
+/** What re-enabling did (endpointEnable). */
+export interface EnableResult {
+  endpoint: EndpointRecord;
+  requeued: number;
+  skipped: number;
 }
 
 /** An endpoint's lane as the health API shows it. */
@@ -64,7 +72,8 @@ export interface OperationsStore {
     choice: BacklogChoice;
     now: number;
     ids: DeliveryIdFactory;
-  }): Promise<{ endpoint: EndpointRecord; requeued: number; skipped: number } | null>;
+    audit?: AuditOf<EnableResult>;
+  }): Promise<EnableResult | null>;
   /**
    * Disables every enabled endpoint whose failure streak has lasted `afterMs` with no success (ADR-14), writing an
    * audit record and an `auto_disabled` notification for each. Returns the disabled endpoints.
@@ -85,7 +94,12 @@ export interface OperationsStore {
   }): Promise<void>;
   notificationList(p: ListParams & { tenantId: string | null }): Promise<Page<NotificationRecord>>;
   tenantNotificationEmail(p: { tenantId: string }): Promise<string | null>;
-  tenantSetNotificationEmail(p: { tenantId: string; email: string | null; now: number }): Promise<void>;
+  tenantSetNotificationEmail(p: {
+    tenantId: string;
+    email: string | null;
+    now: number;
+    audit?: AuditOf<void>;
+  }): Promise<void>;
 
   /**
    * A new delivery of the same event to the same endpoint with the original webhook-id (ADR-10), due at
@@ -100,6 +114,7 @@ export interface OperationsStore {
     now: number;
     ratePerSecond: number;
     ids: DeliveryIdFactory;
+    audit?: AuditOf<DeliveryRecord>;
   }): Promise<DeliveryRecord | 'not_found' | 'endpoint_gone' | SingleReplayRefusal>;
 
   /**
@@ -123,6 +138,8 @@ export interface OperationsStore {
     confirmAbove: number | null;
     max: number;
     ids: DeliveryIdFactory;
+    /** Called only when replays were created. */
+    audit?: AuditOf<BulkReplayResult>;
   }): Promise<BulkReplayResult | 'not_found'>;
 
   /**
@@ -138,8 +155,10 @@ export interface OperationsStore {
     event: NewEvent;
     now: number;
     ids: DeliveryIdFactory;
+    audit?: AuditOf<DeliveryRecord>;
   }): Promise<DeliveryRecord | 'not_found' | 'disabled'>;
 
+  /** A record on its own; changes made through this port write theirs in their transaction (AuditOf). */
   auditAppend(p: { record: AuditRecord }): Promise<void>;
   /** Oldest first when `ascending` (exports), newest first otherwise. */
   auditList(p: ListParams & { tenantId: string | null; ascending?: boolean }): Promise<Page<AuditRecord>>;

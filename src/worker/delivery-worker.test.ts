@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../test/support/fake-clock.ts';
 import { captureLog } from '../../test/support/log-capture.ts';
 import { seededRandom } from '../../test/support/seeded-random.ts';
-import { createTestStore, type TestStore } from '../../test/support/test-hookrail.ts';
+import { asTenant, createTestStore, type TestStore } from '../../test/support/test-hookrail.ts';
 import { createLocalKeyService } from '../adapters/crypto/envelope.ts';
 import { createEndpoint } from '../app/manage-endpoints.ts';
 import { createTenant } from '../app/manage-tenants.ts';
@@ -34,7 +34,7 @@ describe('DeliveryWorker', () => {
 
   it('an attempt that throws frees its slot, records nothing and leaves the lease to expire', async () => {
     const { store, clock, random, base, tenant } = await setup(5);
-    const { endpoint } = await createEndpoint(base, tenant.id, {
+    const { endpoint } = await createEndpoint(base, asTenant(tenant.id), {
       url: 'https://ok.example.com/',
       eventTypes: ['*'],
     });
@@ -94,7 +94,7 @@ describe('DeliveryWorker', () => {
   it('replays run on their own slots: however many are due, first deliveries keep theirs', async () => {
     const { store, clock, random, base, tenant } = await setup(9);
     const endpointFor = (url: string, type: string) =>
-      createEndpoint(base, tenant.id, { url, eventTypes: [type], maxConcurrency: 100 });
+      createEndpoint(base, asTenant(tenant.id), { url, eventTypes: [type], maxConcurrency: 100 });
     const { endpoint: first } = await endpointFor('https://first.example.com/', 'a.*');
     const { endpoint: replayed } = await endpointFor('https://replayed.example.com/', 'b.*');
 

@@ -7,6 +7,7 @@
  * concurrency tests (Promise.all on one store) must pass on single-process stores too.
  */
 import { afterEach, beforeEach, describe } from 'vitest';
+import { auditInTransactionConformance } from './operations/audit-in-transaction.ts';
 import { autoDisableConformance } from './operations/auto-disable.ts';
 import { createOperationsHarness } from './operations/harness.ts';
 import { notificationsConformance } from './operations/notifications.ts';
@@ -33,6 +34,7 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
     notificationsConformance({ h, test });
     autoDisableConformance({ h, test });
     replayStatisticsAuditConformance({ h, test });
+    auditInTransactionConformance({ h, test });
   });
 
   checkSkips();

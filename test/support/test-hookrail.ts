@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { GuardedDestinationChecker } from '../../src/adapters/http/destination-checker.ts';
 import { createPostgresStore } from '../../src/adapters/postgres/postgres-store.ts';
 import { createSqliteStore } from '../../src/adapters/sqlite/sqlite-store.ts';
+import type { AuditActor } from '../../src/app/audit.ts';
 import { type Hookrail, startHookrail } from '../../src/bootstrap/start.ts';
 import { loadConfig, type Role } from '../../src/config/config.ts';
 import type { Clock } from '../../src/ports/clock.ts';
@@ -20,6 +21,12 @@ export type StoreKind = 'sqlite' | 'postgres';
 export const STORE_KINDS: StoreKind[] = ['sqlite', 'postgres'];
 
 export const ADMIN_TOKEN = 'hka_test_operator_token';
+
+/** A tenant's key as the author of a change made by calling a use case directly (its audit record's actor). */
+export const asTenant = (tenantId: string): AuditActor => ({
+  tenantId,
+  principal: { kind: 'tenant', keyId: 'key_test', tenantId },
+});
 
 export interface TestStore {
   store: Store;

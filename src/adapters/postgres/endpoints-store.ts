@@ -2,6 +2,7 @@
 import { matchesEventType } from '../../domain/event-types.ts';
 import { DEFAULT_SHARED_LANES, laneSchemeTag, sharedLane } from '../../domain/lanes.ts';
 import type { DeliveryStore, EndpointRecord, SecretRecord } from '../../ports/delivery-store.ts';
+import { writeAudit } from './audit.ts';
 import {
   type Db,
   lockTenantGate,
@@ -69,7 +70,7 @@ export function createEndpointsStore({
   | 'secretRetire'
 > {
   return {
-    async endpointCreate({ endpoint: e, secret, sharedLanes = DEFAULT_SHARED_LANES }) {
+    async endpointCreate({ endpoint: e, secret, sharedLanes = DEFAULT_SHARED_LANES, audit }) {
       await tx(async (c) => {
         await c.query(
           `INSERT INTO endpoints (${ENDPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
@@ -93,6 +94,7 @@ export function createEndpointsStore({
           [e.id, sharedLane(e.id, sharedLanes), e.createdAt, laneSchemeTag(sharedLanes)],
         );
         await insertSecret(c, secret);
+        await writeAudit(c, audit, undefined);
       });
     },
 
@@ -122,7 +124,7 @@ export function createEndpointsStore({
       return toPage(res.rows, limit, toEndpoint);
     },
 
-    async endpointUpdate({ id, tenantId, patch, now }) {
+    async endpointUpdate({ id, tenantId, patch, now, audit }) {
       return tx(async (c) => {
         await lockTenantGate(c, tenantId);
         const cur = await c.query<EndpointRow>(
@@ -173,11 +175,11 @@ export function createEndpointsStore({
             );
           }
         }
-        return next;
+        return writeAudit(c, audit, next);
       });
     },
 
-    async endpointDelete({ id, tenantId, now }) {
+    async endpointDelete({ id, tenantId, now, audit }) {
       return tx(async (c) => {
         await lockTenantGate(c, tenantId);
         const res = await c.query(
@@ -193,11 +195,12 @@ export function createEndpointsStore({
            WHERE endpoint_id = $1 AND status = 'pending'`,
           [id, now],
         );
+        await writeAudit(c, audit, undefined);
         return true;
       });
     },
 
-    async endpointSetStatus({ id, tenantId, status, reason, now }) {
+    async endpointSetStatus({ id, tenantId, status, reason, now, audit }) {
       return tx(async (c) => {
         await lockTenantGate(c, tenantId);
         const res = await c.query<EndpointRow>(
@@ -210,12 +213,12 @@ export function createEndpointsStore({
         await c.query(`UPDATE endpoint_queue q SET next_due_at = ${RECOMPUTE_DUE} WHERE q.endpoint_id = $1`, [
           id,
         ]);
-        return toEndpoint(res.rows[0]);
+        return writeAudit(c, audit, toEndpoint(res.rows[0]));
       });
     },
 
-    async secretRotate({ secret, previousActiveUntil, now }) {
-      await tx(async (c) => {
+    async secretRotate({ secret, previousActiveUntil, now, audit }) {
+      return tx(async (c) => {
         await lockSecrets(c, secret.endpointId);
         const active = await activeSecrets(c, secret.endpointId, now);
         // Keep the newest active one for the overlap; anything older is retired now (at most two active).
@@ -231,6 +234,8 @@ export function createEndpointsStore({
           );
         }
         await insertSecret(c, secret);
+        const kept = active[0] ? { ...active[0], activeUntil: until[0] as number } : null;
+        return writeAudit(c, audit, kept);
       });
     },
 
@@ -238,13 +243,14 @@ export function createEndpointsStore({
       return activeSecrets({ query }, endpointId, now);
     },
 
-    async secretRetire({ id, endpointId, now }) {
+    async secretRetire({ id, endpointId, now, audit }) {
       return tx(async (c) => {
         await lockSecrets(c, endpointId);
         const active = await activeSecrets(c, endpointId, now);
         if (!active.some((s) => s.id === id)) return 'not_found' as const;
         if (active.length === 1) return 'last' as const;
         await c.query('UPDATE endpoint_secrets SET active_until = $2 WHERE id = $1', [id, now]);
+        await writeAudit(c, audit, undefined);
         return 'retired' as const;
       });
     },

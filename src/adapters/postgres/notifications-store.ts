@@ -8,6 +8,7 @@ import { parseRuntime } from '../../domain/endpoint-runtime.ts';
 import { noticeText } from '../../domain/notice-text.ts';
 import type { NotificationKind, NotificationRecord } from '../../ports/delivery-store.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
+import { writeAudit } from './audit.ts';
 import {
   cmp,
   insertNotificationsSql,
@@ -181,11 +182,12 @@ export function createPostgresNotifications({ query, tx }: PostgresDeliveryStore
       return res.rows[0]?.notification_email ?? null;
     },
 
-    async tenantSetNotificationEmail({ tenantId, email }) {
+    async tenantSetNotificationEmail({ tenantId, email, audit }) {
       await tx(async (c) => {
         // Under the gate, like the tenant's other writes: a fan-out reads the tenant row after taking it shared.
         await lockTenantGate(c, tenantId);
         await c.query('UPDATE tenants SET notification_email = $2 WHERE id = $1', [tenantId, email]);
+        await writeAudit(c, audit, undefined);
       });
     },
   };

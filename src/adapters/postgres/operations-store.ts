@@ -28,6 +28,7 @@ import { noticeText } from '../../domain/notice-text.ts';
 import { replayStart, singleReplayRefusal } from '../../domain/replay.ts';
 import type { AuditRecord, EndpointRecord } from '../../ports/delivery-store.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
+import { AUDIT_COLUMNS, type AuditRow, auditValues, insertAuditSql, toAudit, writeAudit } from './audit.ts';
 import {
   cmp,
   type Db,
@@ -54,30 +55,6 @@ import { createPostgresNotifications } from './notifications-store.ts';
 import { createPostgresBulkReplay, insertReplaysSql, LATEST_PENDING_REPLAY } from './replay.ts';
 import { createPostgresTestEvents } from './test-event.ts';
 
-interface AuditRow {
-  id: string;
-  tenant_id: string;
-  actor: string;
-  action: string;
-  target_type: string;
-  target_id: string;
-  details: string;
-  created_at: number;
-}
-
-const AUDIT_COLUMNS = 'id, tenant_id, actor, action, target_type, target_id, details, created_at';
-
-const toAudit = (r: AuditRow): AuditRecord => ({
-  id: r.id,
-  tenantId: r.tenant_id,
-  actor: r.actor,
-  action: r.action,
-  targetType: r.target_type,
-  targetId: r.target_id,
-  details: JSON.parse(r.details),
-  createdAt: r.created_at,
-});
-
 /** Smallest attempt id minted at or after `ms` (ids are time-sortable), for index range scans by time. */
 const attemptIdFloor = (ms: number) => `att_${ulid(Math.max(0, ms), new Uint8Array(10))}`;
 
@@ -94,21 +71,6 @@ const lockTenantGates = (db: Db, sortedTenantIds: string[]) =>
 
 export function createPostgresOperationsStore({ query, tx }: PostgresDeliveryStoreDeps): OperationsStore {
   const RECOMPUTE_DUE = recomputeDue();
-
-  const auditValues = (as: AuditRecord[]): unknown[] => [
-    as.map((a) => a.id),
-    as.map((a) => a.tenantId),
-    as.map((a) => a.actor),
-    as.map((a) => a.action),
-    as.map((a) => a.targetType),
-    as.map((a) => a.targetId),
-    as.map((a) => JSON.stringify(a.details)),
-    as.map((a) => a.createdAt),
-  ];
-  const insertAuditSql = (first: number) =>
-    `INSERT INTO audit_events (${AUDIT_COLUMNS})
-     SELECT * FROM unnest(${[0, 1, 2, 3, 4, 5, 6].map((i) => `$${first + i}::text[]`).join(', ')},
-                          $${first + 7}::bigint[])`;
 
   return {
     ...createPostgresLanes({ query, tx }),
@@ -186,7 +148,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
       };
     },
 
-    async endpointEnable({ id, tenantId, choice, now, ids }) {
+    async endpointEnable({ id, tenantId, choice, now, ids, audit }) {
       return tx(async (c) => {
         // Lock order: the tenant gate (fan-out must not race the status change), the endpoint, its queue row.
         await lockTenantGate(c, tenantId);
@@ -244,11 +206,11 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
             WHERE q.endpoint_id = $1`,
           [id, saved.json, saved.failingSince, saved.digestDueAt, saved.blockedUntil],
         );
-        return {
+        return writeAudit(c, audit, {
           endpoint: toEndpoint(enabled.rows[0]!),
           requeued: due.length + replayIds.length,
           skipped: skip.length,
-        };
+        });
       });
     },
 
@@ -343,7 +305,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
       });
     },
 
-    async deliveryReplay({ id, tenantId, now, ratePerSecond, ids }) {
+    async deliveryReplay({ id, tenantId, now, ratePerSecond, ids, audit }) {
       return tx(async (c) => {
         // As fan-out does: the tenant gate and the endpoint row shared, so the endpoint cannot be disabled or
         // deleted until this commits, then the queue row last (only to bring its due time forward).
@@ -383,7 +345,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
            SELECT * FROM replayed`,
           [[ids.delivery()], [o.id], now, o.endpoint_id, e.rows[0].status === 'enabled', due, [due]],
         );
-        return toDelivery(res.rows[0]!);
+        return writeAudit(c, audit, toDelivery(res.rows[0]!));
       });
     },
 

@@ -7,6 +7,7 @@
  */
 import { collectReplayable, replayDueAt, replayStart } from '../../domain/replay.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
+import { writeAudit } from './audit.ts';
 import { lockTenantGatesShared, type PostgresDeliveryStoreDeps } from './delivery-store.ts';
 
 /** The due time of the endpoint's latest pending replay (null: none): where the next replay's spacing starts. */
@@ -80,13 +81,13 @@ export function createPostgresBulkReplay({
             endpoint.status === 'enabled',
           ],
         );
-        return {
+        return writeAudit(c, p.audit, {
           found: matches.length,
           more,
           created: matches.length,
           firstDueAt: start,
           lastDueAt: due.at(-1)!,
-        };
+        });
       });
     },
   };

@@ -5,6 +5,7 @@
  * SHARE (so it cannot be disabled or deleted until this commits), the queue row last.
  */
 import type { OperationsStore } from '../../ports/operations-store.ts';
+import { writeAudit } from './audit.ts';
 import {
   DELIVERY_COLUMNS,
   type DeliveryRow,
@@ -52,7 +53,7 @@ export function createPostgresTestEvents({
             p.now,
           ],
         );
-        return toDelivery(res.rows[0]!);
+        return writeAudit(c, p.audit, toDelivery(res.rows[0]!));
       });
     },
   };

@@ -2,7 +2,8 @@
 import type Database from 'better-sqlite3';
 import { matchesEventType } from '../../domain/event-types.ts';
 import { DEFAULT_SHARED_LANES, laneSchemeTag, sharedLane } from '../../domain/lanes.ts';
-import type { DeliveryStore, SecretRecord } from '../../ports/delivery-store.ts';
+import type { DeliveryStore, EndpointRecord, SecretRecord } from '../../ports/delivery-store.ts';
+import { writeAudit } from './audit.ts';
 import type { RefreshDue } from './queue-due.ts';
 import { endpointFromRow, page, type Row, type St, secretFromRow, tenantClause } from './rows.ts';
 
@@ -60,7 +61,7 @@ export function createEndpointsStore(
     ).map(secretFromRow);
 
   return {
-    async endpointCreate({ endpoint: e, secret, sharedLanes = DEFAULT_SHARED_LANES }) {
+    async endpointCreate({ endpoint: e, secret, sharedLanes = DEFAULT_SHARED_LANES, audit }) {
       db.transaction(() => {
         st(
           `INSERT INTO endpoints (id, tenant_id, url, description, event_types, ordering, max_concurrency, headers,
@@ -87,6 +88,7 @@ export function createEndpointsStore(
           laneSchemeTag(sharedLanes),
         );
         insertSecret(secret);
+        writeAudit(st, audit, undefined);
       }).immediate();
     },
     async endpointGet({ id, tenantId }) {
@@ -100,7 +102,7 @@ export function createEndpointsStore(
       ).all(...t.args, ...c.args, limit + 1) as Row[];
       return page(rows.map(endpointFromRow), limit);
     },
-    async endpointUpdate({ id, tenantId, patch, now }) {
+    async endpointUpdate({ id, tenantId, patch, now, audit }) {
       return db
         .transaction(() => {
           const current = getEndpoint(id, tenantId);
@@ -134,11 +136,11 @@ export function createEndpointsStore(
               refreshDue(id);
             }
           }
-          return next;
+          return writeAudit(st, audit, next);
         })
         .immediate();
     },
-    async endpointDelete({ id, tenantId, now }) {
+    async endpointDelete({ id, tenantId, now, audit }) {
       return db
         .transaction(() => {
           const res = st(
@@ -147,11 +149,12 @@ export function createEndpointsStore(
           if (res.changes === 0) return false;
           cancelPending(id, 'endpoint_deleted', now);
           st('UPDATE endpoint_queue SET next_due_at = NULL WHERE endpoint_id = ?').run(id);
+          writeAudit(st, audit, undefined);
           return true;
         })
         .immediate();
     },
-    async endpointSetStatus({ id, tenantId, status, reason, now }) {
+    async endpointSetStatus({ id, tenantId, status, reason, now, audit }) {
       return db
         .transaction(() => {
           const res = st(
@@ -160,32 +163,37 @@ export function createEndpointsStore(
           ).run(status, status === 'disabled' ? reason : null, now, id, tenantId);
           if (res.changes === 0) return null;
           refreshDue(id);
-          return getEndpoint(id, tenantId);
+          return writeAudit(st, audit, getEndpoint(id, tenantId) as EndpointRecord);
         })
         .immediate();
     },
 
-    async secretRotate({ secret, previousActiveUntil, now }) {
-      db.transaction(() => {
-        const active = activeSecrets(secret.endpointId, now);
-        // Keep the newest active one for the overlap; anything older is retired now (at most two active).
-        active.forEach((s, i) => {
-          const until = i === 0 ? Math.min(s.activeUntil ?? previousActiveUntil, previousActiveUntil) : now;
-          st('UPDATE endpoint_secrets SET active_until = ? WHERE id = ?').run(until, s.id);
-        });
-        insertSecret(secret);
-      }).immediate();
+    async secretRotate({ secret, previousActiveUntil, now, audit }) {
+      return db
+        .transaction(() => {
+          const active = activeSecrets(secret.endpointId, now);
+          // Keep the newest active one for the overlap; anything older is retired now (at most two active).
+          const kept = active.map((s, i) => {
+            const until = i === 0 ? Math.min(s.activeUntil ?? previousActiveUntil, previousActiveUntil) : now;
+            st('UPDATE endpoint_secrets SET active_until = ? WHERE id = ?').run(until, s.id);
+            return { ...s, activeUntil: until };
+          })[0];
+          insertSecret(secret);
+          return writeAudit(st, audit, kept ?? null);
+        })
+        .immediate();
     },
     async secretListActive({ endpointId, now }) {
       return activeSecrets(endpointId, now);
     },
-    async secretRetire({ id, endpointId, now }) {
+    async secretRetire({ id, endpointId, now, audit }) {
       return db
         .transaction(() => {
           const active = activeSecrets(endpointId, now);
           if (!active.some((s) => s.id === id)) return 'not_found' as const;
           if (active.length === 1) return 'last' as const;
           st('UPDATE endpoint_secrets SET active_until = ? WHERE id = ?').run(now, id);
+          writeAudit(st, audit, undefined);
           return 'retired' as const;
         })
         .immediate();

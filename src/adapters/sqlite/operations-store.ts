@@ -15,13 +15,9 @@ import {
 import { ulid } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
 import { replayStart, singleReplayRefusal } from '../../domain/replay.ts';
-import type {
-  AuditRecord,
-  EndpointRecord,
-  NotificationKind,
-  NotificationRecord,
-} from '../../ports/delivery-store.ts';
+import type { EndpointRecord, NotificationKind, NotificationRecord } from '../../ports/delivery-store.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
+import { auditFromRow, insertAudit, writeAudit } from './audit.ts';
 import { deliveryFromRow, endpointFromRow } from './delivery-store.ts';
 import { createSqliteLanes } from './lanes.ts';
 import { createSqliteBulkReplay, INSERT_REPLAY, LATEST_PENDING_REPLAY } from './replay.ts';
@@ -45,17 +41,6 @@ const notificationFromRow = (r: Row): NotificationRecord => ({
   lastError: (r.last_error as string | null) ?? null,
   createdAt: r.created_at as number,
   sentAt: (r.sent_at as number | null) ?? null,
-});
-
-const auditFromRow = (r: Row): AuditRecord => ({
-  id: r.id as string,
-  tenantId: r.tenant_id as string,
-  actor: r.actor as string,
-  action: r.action as string,
-  targetType: r.target_type as string,
-  targetId: r.target_id as string,
-  details: JSON.parse(r.details as string),
-  createdAt: r.created_at as number,
 });
 
 /** Smallest attempt id minted at or after `ms` (ids are time-sortable), for index range scans by time. */
@@ -118,21 +103,6 @@ export function createSqliteOperationsStore(
 ): OperationsStore {
   const insertReplay = (original: Row, deliveryId: string, now: number, dueAt = now) =>
     st(INSERT_REPLAY).run(deliveryId, dueAt, now, now, original.id);
-
-  const audit = (a: AuditRecord) =>
-    st(
-      `INSERT INTO audit_events (id, tenant_id, actor, action, target_type, target_id, details, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(
-      a.id,
-      a.tenantId,
-      a.actor,
-      a.action,
-      a.targetType,
-      a.targetId,
-      JSON.stringify(a.details),
-      a.createdAt,
-    );
 
   return {
     ...createSqliteLanes(db, st),
@@ -198,7 +168,7 @@ export function createSqliteOperationsStore(
       };
     },
 
-    async endpointEnable({ id, tenantId, choice, now, ids }) {
+    async endpointEnable({ id, tenantId, choice, now, ids, audit }) {
       return db
         .transaction(() => {
           const e = st('SELECT * FROM endpoints WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL').get(
@@ -247,7 +217,7 @@ export function createSqliteOperationsStore(
           saveRuntime(st, id, runtimeAfterEnable(rt, now));
           refreshDue(id);
           const endpoint = endpointFromRow(st('SELECT * FROM endpoints WHERE id = ?').get(id) as Row);
-          return { endpoint, requeued, skipped };
+          return writeAudit(st, audit, { endpoint, requeued, skipped });
         })
         .immediate();
     },
@@ -280,7 +250,7 @@ export function createSqliteOperationsStore(
             const endpoint = endpointFromRow(
               st('SELECT * FROM endpoints WHERE id = ?').get(endpointId) as Row,
             );
-            audit({
+            insertAudit(st, {
               id: ids.audit(),
               tenantId: endpoint.tenantId,
               actor: 'system',
@@ -405,11 +375,14 @@ export function createSqliteOperationsStore(
       return (r?.notification_email as string | null) ?? null;
     },
 
-    async tenantSetNotificationEmail({ tenantId, email }) {
-      st('UPDATE tenants SET notification_email = ? WHERE id = ?').run(email, tenantId);
+    async tenantSetNotificationEmail({ tenantId, email, audit }) {
+      db.transaction(() => {
+        st('UPDATE tenants SET notification_email = ? WHERE id = ?').run(email, tenantId);
+        writeAudit(st, audit, undefined);
+      }).immediate();
     },
 
-    async deliveryReplay({ id, tenantId, now, ratePerSecond, ids }) {
+    async deliveryReplay({ id, tenantId, now, ratePerSecond, ids, audit }) {
       return db
         .transaction(() => {
           const original = st('SELECT * FROM deliveries WHERE id = ? AND tenant_id = ?').get(id, tenantId) as
@@ -434,7 +407,8 @@ export function createSqliteOperationsStore(
           const latest = st(LATEST_PENDING_REPLAY).get(original.endpoint_id) as { at: number | null };
           insertReplay(original, newId, now, replayStart(now, latest.at, ratePerSecond));
           refreshDue(original.endpoint_id as string);
-          return deliveryFromRow(st('SELECT * FROM deliveries WHERE id = ?').get(newId) as Row);
+          const replay = deliveryFromRow(st('SELECT * FROM deliveries WHERE id = ?').get(newId) as Row);
+          return writeAudit(st, audit, replay);
         })
         .immediate();
     },
@@ -449,7 +423,7 @@ export function createSqliteOperationsStore(
     },
 
     async auditAppend({ record }) {
-      audit(record);
+      insertAudit(st, record);
     },
 
     async auditList({ tenantId, limit, cursor, ascending }) {

@@ -6,6 +6,7 @@
 import type Database from 'better-sqlite3';
 import { collectReplayable, replayDueAt, replayStart } from '../../domain/replay.ts';
 import type { BulkReplayResult, OperationsStore } from '../../ports/operations-store.ts';
+import { writeAudit } from './audit.ts';
 import type { RefreshDue } from './queue-due.ts';
 import type { Row, St } from './rows.ts';
 
@@ -73,7 +74,14 @@ export function createSqliteBulkReplay(
       insert.run(p.ids.delivery(), dueAt, p.now, p.now, matches[k]);
     }
     refreshDue(p.endpointId);
-    return { found: matches.length, more, created: matches.length, firstDueAt: start, lastDueAt: dueAt };
+    const created = {
+      found: matches.length,
+      more,
+      created: matches.length,
+      firstDueAt: start,
+      lastDueAt: dueAt,
+    };
+    return writeAudit(st, p.audit, created);
   });
   return {
     async deliveryReplayBulk(p) {

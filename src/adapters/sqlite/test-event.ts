@@ -6,6 +6,7 @@
 import type Database from 'better-sqlite3';
 import type { DeliveryRecord } from '../../ports/delivery-store.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
+import { writeAudit } from './audit.ts';
 import { deliveryFromRow } from './delivery-store.ts';
 import type { RefreshDue } from './queue-due.ts';
 import type { Row, St } from './rows.ts';
@@ -49,7 +50,11 @@ export function createSqliteTestEvents(
       p.now,
     );
     refreshDue(p.endpointId);
-    return deliveryFromRow(st('SELECT * FROM deliveries WHERE id = ?').get(id) as Row);
+    return writeAudit(
+      st,
+      p.audit,
+      deliveryFromRow(st('SELECT * FROM deliveries WHERE id = ?').get(id) as Row),
+    );
   });
   return {
     async endpointTestEvent(p) {

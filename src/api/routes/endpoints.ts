@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
 import { readScope } from '../../app/auth.ts';
-import { audit } from '../../app/endpoint-operations.ts';
 import {
   createEndpoint,
   deleteEndpoint,
@@ -71,26 +70,14 @@ export const endpointRoutes = (deps: ApiDeps) => async (app: FastifyInstance) =>
       },
     },
     async (req, reply) => {
-      const tenantId = requireTenant(req.principal);
-      const created = await createEndpoint(deps, tenantId, {
+      const by = { tenantId: requireTenant(req.principal), principal: req.principal };
+      const created = await createEndpoint(deps, by, {
         url: req.body.url,
         description: req.body.description,
         eventTypes: req.body.event_types,
         ordering: req.body.ordering,
         maxConcurrency: req.body.max_concurrency,
         headers: req.body.headers,
-      });
-      await audit(deps, {
-        tenantId,
-        principal: req.principal,
-        action: 'endpoint.created',
-        targetType: 'endpoint',
-        targetId: created.endpoint.id,
-        details: {
-          url: created.endpoint.url,
-          event_types: created.endpoint.eventTypes,
-          secret_id: created.secret.id,
-        },
       });
       return reply.status(201).send({
         ...endpointJson(created.endpoint),
@@ -155,10 +142,9 @@ export const endpointRoutes = (deps: ApiDeps) => async (app: FastifyInstance) =>
       },
     },
     async (req) => {
-      const tenantId = requireTenant(req.principal);
       const b = req.body;
       const updated = await updateEndpoint(deps, {
-        tenantId,
+        by: { tenantId: requireTenant(req.principal), principal: req.principal },
         id: req.params.id,
         stepUpToken: req.headers['x-step-up-token'],
         patch: {
@@ -169,14 +155,6 @@ export const endpointRoutes = (deps: ApiDeps) => async (app: FastifyInstance) =>
           maxConcurrency: b.max_concurrency,
           headers: b.headers,
         },
-      });
-      await audit(deps, {
-        tenantId,
-        principal: req.principal,
-        action: b.url !== undefined ? 'endpoint.url_changed' : 'endpoint.updated',
-        targetType: 'endpoint',
-        targetId: updated.id,
-        details: { changed: Object.keys(b) },
       });
       return endpointJson(updated);
     },
@@ -193,15 +171,8 @@ export const endpointRoutes = (deps: ApiDeps) => async (app: FastifyInstance) =>
       },
     },
     async (req, reply) => {
-      const tenantId = requireTenant(req.principal);
-      await deleteEndpoint(deps, tenantId, req.params.id);
-      await audit(deps, {
-        tenantId,
-        principal: req.principal,
-        action: 'endpoint.deleted',
-        targetType: 'endpoint',
-        targetId: req.params.id,
-      });
+      const by = { tenantId: requireTenant(req.principal), principal: req.principal };
+      await deleteEndpoint(deps, by, req.params.id);
       return reply.status(204).send();
     },
   );
@@ -220,15 +191,8 @@ export const endpointRoutes = (deps: ApiDeps) => async (app: FastifyInstance) =>
       },
     },
     async (req) => {
-      const tenantId = requireTenant(req.principal);
-      const endpoint = await setEndpointStatus(deps, { tenantId, id: req.params.id, status: 'disabled' });
-      await audit(deps, {
-        tenantId,
-        principal: req.principal,
-        action: 'endpoint.disabled',
-        targetType: 'endpoint',
-        targetId: endpoint.id,
-      });
+      const by = { tenantId: requireTenant(req.principal), principal: req.principal };
+      const endpoint = await setEndpointStatus(deps, { by, id: req.params.id, status: 'disabled' });
       return endpointJson(endpoint);
     },
   );

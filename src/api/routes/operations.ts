@@ -7,7 +7,6 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { readScope } from '../../app/auth.ts';
 import {
-  audit,
   enableEndpoint,
   endpointBacklog,
   endpointHealth,
@@ -15,6 +14,7 @@ import {
   replayDelivery,
   replayEndpoint,
   sendTestEvent,
+  setNotificationChannel,
 } from '../../app/endpoint-operations.ts';
 import { requireTenant } from '../../app/manage-endpoints.ts';
 import { ApiError } from '../../domain/errors.ts';
@@ -378,18 +378,9 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
       },
     },
     async (req) => {
-      const tenantId = requireTenant(req.principal);
-      const email = req.body.email;
-      await deps.store.tenantSetNotificationEmail({ tenantId, email, now: deps.clock.now() });
-      await audit(deps, {
-        tenantId,
-        principal: req.principal,
-        action: 'notification_channel.updated',
-        targetType: 'tenant',
-        targetId: tenantId,
-        details: { email },
-      });
-      return { email };
+      const by = { tenantId: requireTenant(req.principal), principal: req.principal };
+      await setNotificationChannel(deps, by, req.body.email);
+      return { email: req.body.email };
     },
   );
 

@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
 import { readScope } from '../../app/auth.ts';
-import { audit } from '../../app/endpoint-operations.ts';
 import {
   DEFAULT_ROTATION_OVERLAP_SECONDS,
   listSecrets,
@@ -39,19 +38,10 @@ export const secretRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
       },
     },
     async (req, reply) => {
-      const tenantId = requireTenant(req.principal);
       const rotated = await rotateSecret(deps, {
-        tenantId,
+        by: { tenantId: requireTenant(req.principal), principal: req.principal },
         endpointId: req.params.id,
         overlapSeconds: req.body.overlap_seconds ?? DEFAULT_ROTATION_OVERLAP_SECONDS,
-      });
-      await audit(deps, {
-        tenantId,
-        principal: req.principal,
-        action: 'secret.rotated',
-        targetType: 'endpoint',
-        targetId: req.params.id,
-        details: { secret_id: rotated.secret.id, previous_id: rotated.previous?.id ?? null },
       });
       return reply.status(201).send({
         ...secretJson(rotated.secret),
@@ -96,16 +86,8 @@ export const secretRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
       },
     },
     async (req, reply) => {
-      const tenantId = requireTenant(req.principal);
-      await retireSecret(deps, { tenantId, endpointId: req.params.id, secretId: req.params.sid });
-      await audit(deps, {
-        tenantId,
-        principal: req.principal,
-        action: 'secret.retired',
-        targetType: 'endpoint',
-        targetId: req.params.id,
-        details: { secret_id: req.params.sid },
-      });
+      const by = { tenantId: requireTenant(req.principal), principal: req.principal };
+      await retireSecret(deps, { by, endpointId: req.params.id, secretId: req.params.sid });
       return reply.status(204).send();
     },
   );
