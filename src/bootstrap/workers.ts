@@ -105,6 +105,7 @@ export function createWorkers(deps: {
         logger,
         lanes: { sharedLanes: config.sharedLanes, thresholds: config.laneThresholds },
         metrics: deps.metrics,
+        retention: config.retention,
       })
     : null;
 

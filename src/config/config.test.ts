@@ -22,7 +22,22 @@ describe('loadConfig', () => {
         demoteRatePerMin: 10_000,
         minDwellMs: 600_000,
       },
+      retention: { eventsDays: 30, deadLettersDays: 30, attemptsDays: 90, auditDays: 400 },
     });
+  });
+
+  it('reads the retention windows, in days; events are kept longer than the idempotency window', () => {
+    const c = loadConfig({
+      HOOKRAIL_RETENTION_EVENTS_DAYS: '7',
+      HOOKRAIL_RETENTION_DEAD_LETTERS_DAYS: '14',
+      HOOKRAIL_RETENTION_ATTEMPTS_DAYS: '30',
+      HOOKRAIL_RETENTION_AUDIT_DAYS: '365',
+    });
+    expect(c.retention).toEqual({ eventsDays: 7, deadLettersDays: 14, attemptsDays: 30, auditDays: 365 });
+    expect(() => loadConfig({ HOOKRAIL_RETENTION_EVENTS_DAYS: '1' })).toThrow(
+      /HOOKRAIL_RETENTION_EVENTS_DAYS must be an integer between 2 and 36500/,
+    );
+    expect(() => loadConfig({ HOOKRAIL_RETENTION_AUDIT_DAYS: '0' })).toThrow(ConfigError);
   });
 
   it('reads the lane binding against the shared-lane count, and the thresholds', () => {

@@ -14,6 +14,7 @@ import {
   parseLaneBinding,
   validateThresholds,
 } from '../domain/lanes.ts';
+import { DEFAULT_RETENTION, type RetentionDays } from '../domain/retention.ts';
 
 export const ROLES = ['intake', 'control', 'fanout', 'delivery', 'replay', 'maintenance'] as const;
 export type Role = (typeof ROLES)[number];
@@ -62,6 +63,8 @@ export interface Config {
   sharedLanes: number;
   /** When the maintenance role promotes an endpoint to a dedicated lane and demotes it again. */
   laneThresholds: LaneThresholds;
+  /** How long the maintenance role keeps events, dead letters, attempts and audit records (domain/retention.ts). */
+  retention: RetentionDays;
 }
 
 export class ConfigError extends Error {}
@@ -208,6 +211,23 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     httpsOnly: parseBoolean('HOOKRAIL_HTTPS_ONLY', get('HOOKRAIL_HTTPS_ONLY') ?? 'false'),
     pipelineThread: parseBoolean('HOOKRAIL_PIPELINE_THREAD', get('HOOKRAIL_PIPELINE_THREAD') ?? 'true'),
     ...loadLaneConfig(get),
+    retention: loadRetention(get),
+  };
+}
+
+/**
+ * Retention in days. Events are kept at least 2 days, longer than the idempotency window (24 h), so a repeated
+ * request never finds its key pointing at a deleted event.
+ */
+function loadRetention(get: (k: string) => string | null): RetentionDays {
+  const d = DEFAULT_RETENTION;
+  const days = (name: string, fallback: number, min: number) =>
+    parseInteger(name, get(name) ?? String(fallback), min, 36_500);
+  return {
+    eventsDays: days('HOOKRAIL_RETENTION_EVENTS_DAYS', d.eventsDays, 2),
+    deadLettersDays: days('HOOKRAIL_RETENTION_DEAD_LETTERS_DAYS', d.deadLettersDays, 1),
+    attemptsDays: days('HOOKRAIL_RETENTION_ATTEMPTS_DAYS', d.attemptsDays, 1),
+    auditDays: days('HOOKRAIL_RETENTION_AUDIT_DAYS', d.auditDays, 1),
   };
 }
 

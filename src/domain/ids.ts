@@ -84,6 +84,9 @@ export function newId(kind: IdKind, nowMs: number, entropy: Uint8Array): string 
   return String.fromCharCode.apply(null, out);
 }
 
+/** The smallest id of `kind` minted at or after `ms`: ids sort by time, so `id < idFloor(kind, t)` is "made before t". */
+export const idFloor = (kind: IdKind, ms: number): string => newId(kind, Math.max(0, ms), new Uint8Array(10));
+
 const ID_RE = /^[a-z]{2,3}_[0-9A-HJKMNP-TV-Z]{26}$/;
 
 /** True when `value` looks like an id of `kind`; used to answer 404 early for malformed ids. */

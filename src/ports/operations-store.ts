@@ -5,6 +5,7 @@
 
 import type { LaneMoveKind, LaneThresholds } from '../domain/lanes.ts';
 import type { ReplayableStatus, SingleReplayRefusal } from '../domain/replay.ts';
+import type { PruneCounts, RetentionCutoffs } from '../domain/retention.ts';
 import type {
   AttemptWindowStats,
   AuditOf,
@@ -157,6 +158,15 @@ export interface OperationsStore {
     ids: DeliveryIdFactory;
     audit?: AuditOf<DeliveryRecord>;
   }): Promise<DeliveryRecord | 'not_found' | 'disabled'>;
+
+  /**
+   * One batch of the retention pass (domain/retention.ts): deletes up to `limit` events accepted before
+   * `cutoffs.events` — each with all its deliveries, and only when none of them is pending or a dead letter that
+   * died at or after `cutoffs.deadLetters`, and the event has been fanned out — plus up to `limit` attempts that
+   * started before `cutoffs.attempts` and audit records made before `cutoffs.audit`, oldest first. Never races a
+   * replay: a delivery being replayed is not deleted under it.
+   */
+  retentionPrune(p: { cutoffs: RetentionCutoffs; limit: number }): Promise<PruneCounts>;
 
   /** A record on its own; changes made through this port write theirs in their transaction (AuditOf). */
   auditAppend(p: { record: AuditRecord }): Promise<void>;

@@ -2,7 +2,8 @@
  * The maintenance role: periodic passes that are idempotent and safe to run in several processes at once —
  * returning expired leases to the queue (a crashed worker's deliveries), pruning expired idempotency keys,
  * auto-disabling endpoints after 72 h of continuous failure (ADR-14), closing digest windows, mailing the
- * notification outbox (ADR-09), and the lane control loop (ADR-03: promote, demote, re-hash; see domain/lanes.ts).
+ * notification outbox (ADR-09), the lane control loop (ADR-03: promote, demote, re-hash; see domain/lanes.ts), and
+ * deleting what has outlived its retention (domain/retention.ts).
  * A failing SMTP server only delays the outbox; nothing else waits for it.
  */
 import type { Logger } from 'pino';
@@ -10,6 +11,13 @@ import { AUTO_DISABLE_AFTER_MS } from '../domain/endpoint-health.ts';
 import { IDEMPOTENCY_WINDOW_MS } from '../domain/event-rules.ts';
 import { newId } from '../domain/ids.ts';
 import { DEFAULT_LANE_THRESHOLDS, DEFAULT_SHARED_LANES, type LaneThresholds } from '../domain/lanes.ts';
+import {
+  DEFAULT_RETENTION,
+  type PruneCounts,
+  pruneMayHaveMore,
+  type RetentionDays,
+  retentionCutoffs,
+} from '../domain/retention.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { Mailer } from '../ports/mailer.ts';
 import type { Metrics } from '../ports/metrics.ts';
@@ -19,6 +27,13 @@ import type { Store } from '../ports/store.ts';
 const MAIL_CLAIM_MS = 60_000;
 const MAIL_RETRY_BASE_MS = 30_000;
 const MAIL_RETRY_MAX_MS = 3_600_000;
+/**
+ * The retention pass deletes in batches of this many of each kind, one short transaction each, and at most
+ * RETENTION_BATCHES of them per pass: a backlog of expired rows (retention shortened, or a first run on an old
+ * database) drains over several passes rather than holding the database in one long one.
+ */
+const RETENTION_BATCH = 500;
+const RETENTION_BATCHES = 20;
 
 export interface MaintenanceOptions {
   store: Store;
@@ -31,6 +46,8 @@ export interface MaintenanceOptions {
   /** The lane scheme's shared-lane count and the promotion thresholds (defaults: domain/lanes.ts). */
   lanes?: { sharedLanes: number; thresholds: LaneThresholds };
   metrics?: Metrics | null;
+  /** How long events, dead letters, attempts and audit records are kept (default: DEFAULT_RETENTION). */
+  retention?: RetentionDays;
 }
 
 export class Maintenance {
@@ -94,7 +111,26 @@ export class Maintenance {
         );
       }
     });
+    await step('retention', () => this.prune());
     await step('outbox', () => this.sendNotifications());
+  }
+
+  /** Deletes what has outlived its retention, a batch at a time; returns the totals. */
+  async prune(): Promise<PruneCounts> {
+    const { store, clock, logger } = this.opts;
+    const cutoffs = retentionCutoffs(clock.now(), this.opts.retention ?? DEFAULT_RETENTION);
+    const total: PruneCounts = { events: 0, deliveries: 0, attempts: 0, audit: 0 };
+    for (let i = 0; i < RETENTION_BATCHES; i++) {
+      const batch = await store.retentionPrune({ cutoffs, limit: RETENTION_BATCH });
+      total.events += batch.events;
+      total.deliveries += batch.deliveries;
+      total.attempts += batch.attempts;
+      total.audit += batch.audit;
+      if (!pruneMayHaveMore(batch, RETENTION_BATCH)) break;
+    }
+    if (total.events + total.attempts + total.audit > 0)
+      logger?.info(total, 'deleted what outlived its retention');
+    return total;
   }
 
   /** Mails due notifications from the outbox; a failure is rescheduled with backoff, never dropped. */

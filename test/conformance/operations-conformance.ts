@@ -12,6 +12,7 @@ import { autoDisableConformance } from './operations/auto-disable.ts';
 import { createOperationsHarness } from './operations/harness.ts';
 import { notificationsConformance } from './operations/notifications.ts';
 import { replayStatisticsAuditConformance } from './operations/replay-statistics-audit.ts';
+import { retentionConformance } from './operations/retention.ts';
 import { runtimeConformance } from './operations/runtime.ts';
 import { type StoreConformanceOptions, skipAwareTest } from './store-conformance.ts';
 
@@ -35,6 +36,7 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
     autoDisableConformance({ h, test });
     replayStatisticsAuditConformance({ h, test });
     auditInTransactionConformance({ h, test });
+    retentionConformance({ h, test });
   });
 
   checkSkips();

@@ -47,6 +47,7 @@ export {
   cmp,
   type Db,
   lockTenantGate,
+  lockTenantGates,
   lockTenantGatesShared,
   type PostgresDeliveryStoreDeps,
   recomputeDue,

@@ -38,6 +38,7 @@ import {
   type EndpointRow,
   insertNotificationsSql,
   lockTenantGate,
+  lockTenantGates,
   lockTenantGatesShared,
   type NewNotification,
   notificationValues,
@@ -53,6 +54,7 @@ import {
 import { createPostgresLanes } from './lanes.ts';
 import { createPostgresNotifications } from './notifications-store.ts';
 import { createPostgresBulkReplay, insertReplaysSql, LATEST_PENDING_REPLAY } from './replay.ts';
+import { createPostgresRetention } from './retention.ts';
 import { createPostgresTestEvents } from './test-event.ts';
 
 /** Smallest attempt id minted at or after `ms` (ids are time-sortable), for index range scans by time. */
@@ -60,14 +62,6 @@ const attemptIdFloor = (ms: number) => `att_${ulid(Math.max(0, ms), new Uint8Arr
 
 /** int8[] comes back as strings (the pool parses only scalar int8 as numbers). */
 const numbers = (xs: Array<number | string>) => xs.map(Number);
-
-/** The fan-out gates of several tenants, exclusive, in the given (sorted) order: see lockTenantGate. */
-const lockTenantGates = (db: Db, sortedTenantIds: string[]) =>
-  db.query(
-    `SELECT pg_advisory_xact_lock(hashtextextended('hookrail.tenant:' || t, 0))
-       FROM unnest($1::text[]) WITH ORDINALITY AS u(t, ord) ORDER BY ord`,
-    [sortedTenantIds],
-  );
 
 export function createPostgresOperationsStore({ query, tx }: PostgresDeliveryStoreDeps): OperationsStore {
   const RECOMPUTE_DUE = recomputeDue();
@@ -77,6 +71,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
     ...createPostgresNotifications({ query, tx }),
     ...createPostgresBulkReplay({ query, tx }),
     ...createPostgresTestEvents({ query, tx }),
+    ...createPostgresRetention({ query, tx }),
     async endpointRuntime({ endpointId }) {
       const res = await query<{ inflight: number; runtime: string | null }>(
         'SELECT inflight, runtime FROM endpoint_queue WHERE endpoint_id = $1',

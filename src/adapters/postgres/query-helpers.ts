@@ -96,6 +96,14 @@ export const LOCK_QUEUE_ROWS = `SELECT endpoint_id FROM endpoint_queue WHERE end
  */
 export const lockTenantGate = (db: Db, tenantId: string) =>
   db.query(`SELECT pg_advisory_xact_lock(hashtextextended('hookrail.tenant:' || $1::text, 0))`, [tenantId]);
+/** The fan-out gates of several tenants, exclusive, in the given (sorted) order: see lockTenantGate. */
+export const lockTenantGates = (db: Db, sortedTenantIds: string[]) =>
+  db.query(
+    `SELECT pg_advisory_xact_lock(hashtextextended('hookrail.tenant:' || t, 0))
+       FROM unnest($1::text[]) WITH ORDINALITY AS u(t, ord) ORDER BY ord`,
+    [sortedTenantIds],
+  );
+
 export const lockTenantGatesShared = (db: Db, sortedTenantIds: string[]) =>
   db.query(
     `SELECT pg_advisory_xact_lock_shared(hashtextextended('hookrail.tenant:' || t, 0))

@@ -22,6 +22,7 @@ import { deliveryFromRow, endpointFromRow } from './delivery-store.ts';
 import { createSqliteLanes } from './lanes.ts';
 import { createSqliteBulkReplay, INSERT_REPLAY, LATEST_PENDING_REPLAY } from './replay.ts';
 import { page } from './rows.ts';
+import { createSqliteRetention } from './retention.ts';
 import { createSqliteTestEvents } from './test-event.ts';
 
 type Row = Record<string, unknown>;
@@ -108,6 +109,7 @@ export function createSqliteOperationsStore(
     ...createSqliteLanes(db, st),
     ...createSqliteBulkReplay(db, st, refreshDue),
     ...createSqliteTestEvents(db, st, refreshDue),
+    ...createSqliteRetention(db, st),
     async endpointRuntime({ endpointId }) {
       const r = st('SELECT inflight, runtime FROM endpoint_queue WHERE endpoint_id = ?').get(endpointId) as
         | Row

@@ -1,0 +1,3 @@
+-- 0015: deliveries by their event, for the retention pass (domain/retention.ts): an event is deleted with its
+-- deliveries, and only when none of them is pending or a dead letter inside its retention.
+CREATE INDEX deliveries_event ON deliveries (event_seq);

@@ -1,0 +1,57 @@
+/**
+ * How long Hookrail keeps what it records (PRODUCT.md §10), and what the maintenance role's retention pass may
+ * delete at a given time. Pure: the pass reads the cutoffs from here and the stores apply them.
+ *
+ * - An event (its payload) is kept for `eventsDays` from its acceptance, with its deliveries. It is kept longer
+ *   while any delivery of it is still pending (a disabled endpoint's backlog is never dropped by age) or is a dead
+ *   letter younger than `deadLettersDays` (a dead letter stays replayable for its own retention, counted from when
+ *   it died, ADR-10/14). Deleting the event deletes its deliveries, so nothing refers to a payload that is gone.
+ * - Attempts are kept for `attemptsDays` from when they started, whether or not their delivery still exists, so
+ *   the attempt log outlives the payloads (GET /v1/attempts/:id keeps working; the request's body is gone).
+ * - Audit records are kept for `auditDays`.
+ */
+
+const DAY_MS = 86_400_000;
+
+export interface RetentionDays {
+  eventsDays: number;
+  deadLettersDays: number;
+  attemptsDays: number;
+  auditDays: number;
+}
+
+export const DEFAULT_RETENTION: Readonly<RetentionDays> = {
+  eventsDays: 30,
+  deadLettersDays: 30,
+  attemptsDays: 90,
+  auditDays: 400,
+};
+
+/** Epoch-ms cutoffs: what was created (events, attempts, audit) or died (dead letters) before them may go. */
+export interface RetentionCutoffs {
+  events: number;
+  deadLetters: number;
+  attempts: number;
+  audit: number;
+}
+
+export function retentionCutoffs(now: number, days: RetentionDays): RetentionCutoffs {
+  return {
+    events: now - days.eventsDays * DAY_MS,
+    deadLetters: now - days.deadLettersDays * DAY_MS,
+    attempts: now - days.attemptsDays * DAY_MS,
+    audit: now - days.auditDays * DAY_MS,
+  };
+}
+
+/** What one batch of the pass deleted. */
+export interface PruneCounts {
+  events: number;
+  deliveries: number;
+  attempts: number;
+  audit: number;
+}
+
+/** Another batch is worth running when any kind filled its batch (more may be waiting). */
+export const pruneMayHaveMore = (c: PruneCounts, limit: number): boolean =>
+  c.events >= limit || c.attempts >= limit || c.audit >= limit;
