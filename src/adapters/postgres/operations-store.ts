@@ -31,7 +31,6 @@ import type { OperationsStore } from '../../ports/operations-store.ts';
 import { AUDIT_COLUMNS, type AuditRow, auditValues, insertAuditSql, toAudit, writeAudit } from './audit.ts';
 import {
   cmp,
-  type Db,
   DELIVERY_COLUMNS,
   type DeliveryRow,
   ENDPOINT_COLUMNS,

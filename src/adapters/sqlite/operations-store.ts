@@ -21,8 +21,8 @@ import { auditFromRow, insertAudit, writeAudit } from './audit.ts';
 import { deliveryFromRow, endpointFromRow } from './delivery-store.ts';
 import { createSqliteLanes } from './lanes.ts';
 import { createSqliteBulkReplay, INSERT_REPLAY, LATEST_PENDING_REPLAY } from './replay.ts';
-import { page } from './rows.ts';
 import { createSqliteRetention } from './retention.ts';
+import { page } from './rows.ts';
 import { createSqliteTestEvents } from './test-event.ts';
 
 type Row = Record<string, unknown>;
