@@ -146,17 +146,15 @@ export function retentionConformance({ h, test }: OperationsSection): void {
       const leased = await lease(NOW + SECOND);
       expect(leased).toHaveLength(20);
       await complete(leased, NOW + SECOND);
-      const replays = leased
-        .slice(0, 10)
-        .map((l) =>
-          h.store.deliveryReplay({
-            id: l.delivery.id,
-            tenantId: t.id,
-            now: NOW + DAY,
-            ratePerSecond: 1_000,
-            ids,
-          }),
-        );
+      const replays = leased.slice(0, 10).map((l) =>
+        h.store.deliveryReplay({
+          id: l.delivery.id,
+          tenantId: t.id,
+          now: NOW + DAY,
+          ratePerSecond: 1_000,
+          ids,
+        }),
+      );
       const [pruned, ...made] = await Promise.all([prune({ events: NOW + DAY }, 1_000), ...replays]);
       const replayed = made.filter((r) => typeof r === 'object').length;
       expect(made.every((r) => typeof r === 'object' || r === 'not_found')).toBe(true);
