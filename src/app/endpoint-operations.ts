@@ -133,6 +133,7 @@ export async function endpointBacklog(deps: OperationsDeps, tenantId: string | n
     deps.store.attemptStats({ endpointId: id, since: now - 24 * HOUR }),
   ]);
   const total = backlog.pending + backlog.deadLetters;
+  const p50LatencyMs = percentile(hour.consumerMs, 0.5);
   return {
     endpoint_id: id,
     status: endpoint.status,
@@ -140,11 +141,16 @@ export async function endpointBacklog(deps: OperationsDeps, tenantId: string | n
     pending: backlog.pending,
     dead_letters: backlog.deadLetters,
     oldest_created_at: iso(backlog.oldestCreatedAt),
-    estimated_drain_seconds: estimateDrainSeconds({
-      backlog: total,
-      effectiveCap: endpoint.maxConcurrency,
-      p50LatencyMs: percentile(hour.consumerMs, 0.5),
-    }),
+    // Re-enabling with `deliver` re-queues the dead letters as replays, which the lease paces at the replay rate.
+    estimated_drain_seconds: Math.max(
+      estimateDrainSeconds({ backlog: total, effectiveCap: endpoint.maxConcurrency, p50LatencyMs }),
+      estimateDrainSeconds({
+        backlog: backlog.deadLetters,
+        effectiveCap: endpoint.maxConcurrency,
+        p50LatencyMs,
+        replayRatePerSecond: REPLAY_RATE_PER_SECOND,
+      }),
+    ),
   };
 }
 

@@ -5,8 +5,9 @@
  * A replay is a new delivery of the same event to the same endpoint with the original `webhook-id`. Replays are
  * rate-capped per endpoint by their due times rather than by a separate queue: the k-th replay of a request comes
  * due `k / rate` seconds after the start, and a request (a single replay too) starts after the last replay the
- * endpoint still has pending, so requests share one rate. What keeps a large replay from starving first attempts
- * is the worker budget: replays hold only their own slots (worker/delivery-worker.ts, the `replay` role).
+ * endpoint still has pending, so requests share one rate. The lease holds the same rate whatever the due times
+ * (replay-pacing.ts), for replays held up past them. What keeps a large replay from starving first attempts is the
+ * worker budget: replays hold only their own slots (worker/delivery-worker.ts, the `replay` role).
  */
 
 import { matchesEventType } from './event-types.ts';

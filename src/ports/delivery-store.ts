@@ -299,8 +299,10 @@ export interface DeliveryStore {
    * Replays (`replayedFrom` set) run on a budget of their own (ADR-10): of the `limit` leased, at most
    * `replayLimit` are replays and at most `firstLimit` are not (both default to `limit`; 0 leases none of that
    * kind). A delivery of a kind whose budget is spent stays queued, and so does whatever an ordering mode holds
-   * behind it. With `replaysOnly`, only endpoints with a due replay are visited (a process that runs the replay role
-   * alone would otherwise spend its calls on endpoints it may take nothing from).
+   * behind it. Of one endpoint, at most the replays its replay pacing allows start (domain/replay-pacing.ts: 10 at
+   * once after an idle spell, then one per 100 ms, whatever their due times); the schedule is written with the
+   * queue row. With `replaysOnly`, only endpoints with a due replay that the pacing lets start are visited (a process
+   * that runs the replay role alone would otherwise spend its calls on endpoints it may take nothing from).
    */
   deliveryLease(
     p: {

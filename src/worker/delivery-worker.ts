@@ -13,9 +13,10 @@
  * Replays (ADR-10) run on a budget of their own: `replayConcurrency` slots beside the `concurrency` slots of first
  * deliveries and their retries, leased in the same calls (store.deliveryLease's firstLimit / replayLimit). However
  * many replays a tenant asks for, they hold at most their own slots, so first attempts never wait for a worker
- * slot behind them; the endpoint's own in-flight cap is shared (it is the receiver's capacity), and replays come due
- * at most 10 a second per endpoint (domain/replay.ts). The `delivery` role gives a process the first budget, the
- * `replay` role the replay budget; a process with only `replay` visits only endpoints with a due replay.
+ * slot behind them; the endpoint's own in-flight cap is shared (it is the receiver's capacity), and replays start
+ * at most 10 a second per endpoint (the store's lease paces them: domain/replay-pacing.ts). The `delivery` role
+ * gives a process the first budget, the `replay` role the replay budget; a process with only `replay` visits only
+ * endpoints with a due replay that the pacing lets start.
  *
  * Crash safety: a lease expires (`leaseMs`), so a worker killed mid-attempt strands nothing; the maintenance loop
  * returns the delivery to the queue and it is retried with the same webhook-id (at-least-once).

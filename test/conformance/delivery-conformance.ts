@@ -13,6 +13,7 @@ import { createDeliveryHarness } from './delivery/harness.ts';
 import { leasingConformance } from './delivery/leasing.ts';
 import { readsCancellationConformance } from './delivery/reads-cancellation.ts';
 import { replayBudgetConformance } from './delivery/replay-budget.ts';
+import { replayPacingConformance } from './delivery/replay-pacing.ts';
 import { type StoreConformanceOptions, skipAwareTest } from './store-conformance.ts';
 
 export function runDeliveryConformance(opts: StoreConformanceOptions): void {
@@ -36,6 +37,7 @@ export function runDeliveryConformance(opts: StoreConformanceOptions): void {
     completionConformance({ h, test });
     readsCancellationConformance({ h, test });
     replayBudgetConformance({ h, test });
+    replayPacingConformance({ h, test });
   });
 
   checkSkips();

@@ -3,6 +3,7 @@ import { decideAttempt } from '../../domain/circuit-breaker.ts';
 import { type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import type { LaneBinding } from '../../domain/lanes.ts';
 import { leaseRoom } from '../../domain/lease-room.ts';
+import { replayAllowance, replayPaced, replayTatAllowingOne } from '../../domain/replay-pacing.ts';
 import type { EndpointRecord, LeasedDelivery, LeaseKinds } from '../../ports/delivery-store.ts';
 import type { TxRunner } from './migrate.ts';
 import { type Db, recomputeDue } from './query-helpers.ts';
@@ -19,6 +20,7 @@ interface Candidate {
   headers: string;
   tenant_id: string;
   runtime: string | null;
+  replay_tat: number | null;
 }
 
 /**
@@ -59,7 +61,8 @@ const EARLIER_UNFANNED = (seq: string, tenant: string) =>
  * of the resource is in flight (one leased under 'none' before a mode change counts too); deliveries without a
  * resource id, and all under `none`, are unordered. The caller holds the candidates' queue rows. With `withEvent`, each row also carries its event (`ev_data`,
  * `ev_created_at`). Of the rows, at most `firstLimit` are not replays and at most `replayLimit` are (0: that kind is
- * not read; what an ordering mode holds behind such a delivery stays queued too).
+ * not read; what an ordering mode holds behind such a delivery stays queued too), and at most `replayRoom[i]` of
+ * the i-th endpoint's are replays (its replay pacing; absent: no such limit).
  */
 export async function pickDue(
   c: Db,
@@ -70,6 +73,7 @@ export async function pickDue(
   withEvent: boolean,
   firstLimit = limit,
   replayLimit = limit,
+  replayRoom: number[] = room,
 ): Promise<PickedRow[]> {
   // The event by its sequence number (the primary key, a bigint), as on SQLite, not by its text id: one key probe
   // per row (a fenced LATERAL), which is also what keeps the statement's plan index-driven when it is planned once
@@ -80,9 +84,9 @@ export async function pickDue(
         'CROSS JOIN LATERAL (SELECT data, created_at FROM events WHERE seq = cut.seq OFFSET 0) ev',
       ]
     : ['', ''];
-  // Due rows of one kind (not replays: $7, replays: $8, each at most its budget): replays through their own small
-  // partial index (deliveries_replays_ready), first deliveries through deliveries_ready, so neither kind's rows can
-  // hide the other's behind the LIMIT.
+  // Due rows of one kind (not replays: $7, replays: $8 and the endpoint's replay_room, each at most its budget):
+  // replays through their own small partial index (deliveries_replays_ready), first deliveries through
+  // deliveries_ready, so neither kind's rows can hide the other's behind the LIMIT.
   const ready = (replays: boolean) =>
     `(SELECT d.next_attempt_at AS k, d.event_seq AS seq, ${prefixed('d', DELIVERY_COLUMNS)} FROM deliveries d
        WHERE NOT c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
@@ -93,12 +97,12 @@ export async function pickDue(
                   AND x.status = 'pending'
                   AND (x.event_seq < d.event_seq OR x.lease_owner IS NOT NULL))
              AND NOT EXISTS (${EARLIER_UNFANNED('d.event_seq', 'd.tenant_id')})))
-       ORDER BY d.next_attempt_at LIMIT LEAST(c.room, ${replays ? '$8' : '$7'}))`;
+       ORDER BY d.next_attempt_at LIMIT LEAST(c.room, ${replays ? '$8, c.replay_room' : '$7'}))`;
   return (
     await c.query<PickedRow>(
       `WITH cand AS (
-         SELECT * FROM unnest($1::text[], $2::int[], $3::boolean[], $6::boolean[])
-                WITH ORDINALITY AS c(endpoint_id, room, head_only, by_resource, rank)
+         SELECT * FROM unnest($1::text[], $2::int[], $3::boolean[], $6::boolean[], $9::int[])
+                WITH ORDINALITY AS c(endpoint_id, room, head_only, by_resource, replay_room, rank)
           WHERE room > 0
        ),
        picked AS (
@@ -114,7 +118,7 @@ export async function pickDue(
                  WHERE c.head_only AND d.endpoint_id = c.endpoint_id AND d.status = 'pending'
                  ORDER BY d.event_seq LIMIT 1) h
               WHERE h.h_owner IS NULL AND h.next_attempt_at <= $4
-                AND (CASE WHEN h.replayed_from IS NULL THEN $7 ELSE $8 END) > 0
+                AND (CASE WHEN h.replayed_from IS NULL THEN $7 ELSE LEAST($8, c.replay_room) END) > 0
                 AND NOT EXISTS (${EARLIER_UNFANNED('h.k', 'h.tenant_id')}))
           ) p
        ),
@@ -145,13 +149,20 @@ export async function pickDue(
         cands.map((cd) => cd.ordering === 'resource'),
         firstLimit,
         replayLimit,
+        replayRoom,
       ],
     )
   ).rows;
 }
 
-/** Endpoints with a due, unleased replay (the partial index deliveries_replays_ready): `replaysOnly` leases. */
-const HAS_DUE_REPLAY = `AND q.endpoint_id IN (SELECT r.endpoint_id FROM deliveries r
+/**
+ * Endpoints with a due, unleased replay (the partial index deliveries_replays_ready) that the replay pacing lets
+ * start one now (`replay_tat` at most replayTatAllowingOne, $5): `replaysOnly` leases. A paced endpoint takes no
+ * candidate place and keeps its turn, so the endpoints behind it are leased meanwhile. (The allowance itself is
+ * computed from the locked row: lease, below.)
+ */
+const HAS_DUE_REPLAY = `AND (q.replay_tat IS NULL OR q.replay_tat <= $5)
+  AND q.endpoint_id IN (SELECT r.endpoint_id FROM deliveries r
   WHERE r.status = 'pending' AND r.lease_owner IS NULL AND r.replayed_from IS NOT NULL AND r.next_attempt_at <= $1)`;
 
 /** Step 1 of lease (below): the candidate endpoints with their runtimes and room, their queue rows locked. */
@@ -176,8 +187,8 @@ async function candidates(
     const want = limit - cands.length;
     const batch = (
       await c.query<Candidate & { last_served_at: number }>(
-        `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, e.max_concurrency, e.ordering, e.url,
-                e.headers, e.tenant_id
+        `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, q.replay_tat, e.max_concurrency, e.ordering,
+                e.url, e.headers, e.tenant_id
            FROM endpoint_queue q
           -- Fenced (OFFSET 0): the endpoint is looked up per queue row, in rotation order, so the plan walks
           -- endpoint_queue_rotation and stops at LIMIT. Left to choose, the planner hash-joins every registered
@@ -189,7 +200,9 @@ async function candidates(
           ORDER BY q.last_served_at, q.endpoint_id
           LIMIT $2
           FOR UPDATE OF q SKIP LOCKED`,
-        [now, want, after[0], after[1]],
+        onlyReplays
+          ? [now, want, after[0], after[1], replayTatAllowingOne(now)]
+          : [now, want, after[0], after[1]],
       )
     ).rows;
     for (const cd of batch) {
@@ -251,9 +264,12 @@ export async function lease(
       // 2. Their due deliveries, all endpoints in one statement (a LATERAL probe of the partial indexes per
       //    endpoint), cut at `limit` in rotation order. A later statement than 1, so its snapshot includes
       //    everything committed by whoever held the queue rows before (fan-out above all).
+      //    Replays within each endpoint's replay pacing too (domain/replay-pacing.ts), from its locked queue row: the
+      //    schedule is read and written under the lock that keeps the in-flight cap, so it holds across processes.
       const { cands, runtimes, rooms } = found;
+      const replayRooms = cands.map((cd) => (replayLimit > 0 ? replayAllowance(cd.replay_tat, now) : 0));
       const picked = rooms.some((r) => r > 0)
-        ? await pickDue(c, cands, rooms, now, limit, true, firstLimit, replayLimit)
+        ? await pickDue(c, cands, rooms, now, limit, true, firstLimit, replayLimit, replayRooms)
         : [];
 
       const leaseUntil = now + leaseMs;
@@ -273,13 +289,18 @@ export async function lease(
         return 'probe';
       });
 
-      // 4. Mark them leased (by primary key) and update in-flight counts, rotation, due times and claimed runtimes
-      //    of the visited endpoints (those reached before `limit` ran out, as on SQLite) in one statement; its snapshot does not see its own lease marks, so the
-      //    recompute excludes the leased ids.
+      // 4. Mark them leased (by primary key) and update in-flight counts, rotation, due times, replay schedules and
+      //    claimed runtimes of the visited endpoints (those reached before `limit` ran out, as on SQLite) in one
+      //    statement; its snapshot does not see its own lease marks, so the recompute excludes the leased ids.
       const count = new Map<string, number>();
-      for (const r of picked) count.set(r.endpoint_id, (count.get(r.endpoint_id) ?? 0) + 1);
+      const replays = new Map<string, number>();
+      for (const r of picked) {
+        count.set(r.endpoint_id, (count.get(r.endpoint_id) ?? 0) + 1);
+        if (r.replayed_from !== null) replays.set(r.endpoint_id, (replays.get(r.endpoint_id) ?? 0) + 1);
+      }
       const visited: string[] = [];
       const taken: number[] = [];
+      const tats: Array<number | null> = [];
       const saved: Array<ReturnType<typeof runtimeColumns> | null> = [];
       let total = 0;
       for (const [i, cd] of cands.entries()) {
@@ -287,6 +308,9 @@ export async function lease(
         const n = count.get(cd.endpoint_id) ?? 0;
         visited.push(cd.endpoint_id);
         taken.push(n);
+        // The new schedule of an endpoint that started replays; null keeps the stored one.
+        const r = replays.get(cd.endpoint_id) ?? 0;
+        tats.push(r > 0 ? replayPaced(cd.replay_tat, now, r).tat : null);
         saved.push(claimed.has(cd.endpoint_id) ? runtimeColumns(runtimes[i]!) : null);
         total += n;
       }
@@ -303,9 +327,10 @@ export async function lease(
                 runtime = COALESCE(u.runtime, q.runtime),
                 failing_since = CASE WHEN u.runtime IS NULL THEN q.failing_since ELSE u.failing_since END,
                 digest_due_at = CASE WHEN u.runtime IS NULL THEN q.digest_due_at ELSE u.digest_due_at END,
-                blocked_until = CASE WHEN u.runtime IS NULL THEN q.blocked_until ELSE u.blocked_until END
-           FROM unnest($1::text[], $2::int[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[])
-                AS u(endpoint_id, n, runtime, failing_since, digest_due_at, blocked_until)
+                blocked_until = CASE WHEN u.runtime IS NULL THEN q.blocked_until ELSE u.blocked_until END,
+                replay_tat = COALESCE(u.replay_tat, q.replay_tat)
+           FROM unnest($1::text[], $2::int[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[])
+                AS u(endpoint_id, n, runtime, failing_since, digest_due_at, blocked_until, replay_tat)
           WHERE q.endpoint_id = u.endpoint_id`,
           [
             visited,
@@ -318,6 +343,7 @@ export async function lease(
             saved.map((x) => x?.failingSince ?? null),
             saved.map((x) => x?.digestDueAt ?? null),
             saved.map((x) => x?.blockedUntil ?? null),
+            tats,
           ],
         );
       }

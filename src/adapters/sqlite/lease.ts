@@ -3,6 +3,7 @@ import { decideAttempt } from '../../domain/circuit-breaker.ts';
 import { type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import type { LaneBinding } from '../../domain/lanes.ts';
 import { leaseRoom } from '../../domain/lease-room.ts';
+import { replayAllowance, replayPaced, replayTatAllowingOne } from '../../domain/replay-pacing.ts';
 import type {
   DeliveryRecord,
   DeliveryStatus,
@@ -148,11 +149,17 @@ const DUE_WITH_EVENT = dueSql(true, false);
 const DUE_REPLAYS = dueSql(false, true);
 const DUE_REPLAYS_WITH_EVENT = dueSql(true, true);
 
-/** Endpoints with a due, unleased replay (the partial index deliveries_replays_ready): `replaysOnly` leases. */
-const HAS_DUE_REPLAY = `AND q.endpoint_id IN (SELECT r.endpoint_id FROM deliveries r INDEXED BY deliveries_replays_ready
+/**
+ * Endpoints with a due, unleased replay (the partial index deliveries_replays_ready) that the replay pacing lets
+ * start one now (`replay_tat` at most replayTatAllowingOne): `replaysOnly` leases. A paced endpoint takes no
+ * candidate place and keeps its turn, so the endpoints behind it are leased meanwhile.
+ */
+const HAS_DUE_REPLAY = `AND (q.replay_tat IS NULL OR q.replay_tat <= ?)
+  AND q.endpoint_id IN (SELECT r.endpoint_id FROM deliveries r INDEXED BY deliveries_replays_ready
   WHERE r.status = 'pending' AND r.lease_owner IS NULL AND r.replayed_from IS NOT NULL AND r.next_attempt_at <= ?)`;
 
-const SERVED = `UPDATE endpoint_queue SET inflight = inflight + @n, last_served_at = @now, next_due_at = ${EARLIEST_DUE}
+const SERVED = `UPDATE endpoint_queue SET inflight = inflight + @n, last_served_at = @now, next_due_at = ${EARLIEST_DUE},
+    replay_tat = @tat
   WHERE endpoint_id = @id`;
 
 /** Runs inside a transaction (the caller's: turn-commit.ts). */
@@ -180,13 +187,19 @@ export function createLease(st: St) {
     for (let after: [number, string] = [-1, '']; candidates.length < limit; ) {
       const want = limit - candidates.length;
       const batch = st(
-        `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, q.lane, e.max_concurrency, e.ordering,
-             e.url, e.headers, e.tenant_id
+        `SELECT q.endpoint_id, q.inflight, q.runtime, q.last_served_at, q.lane, q.replay_tat, e.max_concurrency,
+             e.ordering, e.url, e.headers, e.tenant_id
            FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
            WHERE q.next_due_at <= ? AND (q.blocked_until IS NULL OR q.blocked_until <= ?) AND q.inflight < e.max_concurrency ${inLanes}
              ${onlyReplays} AND (q.last_served_at > ? OR (q.last_served_at = ? AND q.endpoint_id > ?))
            ORDER BY q.last_served_at, q.endpoint_id LIMIT ? + 0`,
-      ).all(...(onlyReplays ? [now, now, now] : [now, now]), after[0], after[0], after[1], want) as Row[];
+      ).all(
+        ...(onlyReplays ? [now, now, replayTatAllowingOne(now), now] : [now, now]),
+        after[0],
+        after[0],
+        after[1],
+        want,
+      ) as Row[];
       for (const c of batch) {
         const runtime = parseRuntime((c.runtime as string | null) ?? null);
         const room = leaseRoom(
@@ -215,9 +228,12 @@ export function createLease(st: St) {
       if (out.length >= limit) break;
       const endpointId = c.endpoint_id as string;
       const take = Math.min(room, limit - out.length);
+      // Replays within the replay budget and the endpoint's replay pacing (domain/replay-pacing.ts).
+      const tat = c.replay_tat as number | null;
+      const replayRoom = replaysLeft > 0 ? Math.min(replaysLeft, replayAllowance(tat, now)) : 0;
       // Visited with no room (its head in flight) or no budget left for its kind, it is still marked served: its
       // turn is over.
-      const rows = take > 0 ? dueRows(st, c, now, take, true, firstLeft, replaysLeft) : [];
+      const rows = take > 0 ? dueRows(st, c, now, take, true, firstLeft, replayRoom) : [];
       const endpoint = {
         id: endpointId,
         tenantId: c.tenant_id as string,
@@ -225,9 +241,10 @@ export function createLease(st: St) {
         headers: JSON.parse(c.headers as string),
       };
       let claimed = false;
+      let replays = 0;
       for (const r of rows) {
         if (r[REPLAYED_FROM] === null) firstLeft--;
-        else replaysLeft--;
+        else replays++;
         const delivery = dueDelivery(r);
         mark.run(owner, leaseUntil, now, c.lane, delivery.id);
         // The circuit decides per delivery, in this transaction: send, send as the one probe, or skip.
@@ -251,10 +268,11 @@ export function createLease(st: St) {
           leaseUntil,
         });
       }
+      replaysLeft -= replays;
       if (claimed) saveRuntime(st, endpointId, runtime);
-      // One write of the queue row: its in-flight count, its turn in the rotation and its due time, recomputed
-      // after the marks above took the leased deliveries out of the unleased set.
-      st(SERVED).run({ n: rows.length, now, id: endpointId });
+      // One write of the queue row: its in-flight count, its turn in the rotation, its due time (recomputed after
+      // the marks above took the leased deliveries out of the unleased set) and its replay schedule.
+      st(SERVED).run({ n: rows.length, now, id: endpointId, tat: replayPaced(tat, now, replays).tat });
     }
     return out;
   };
