@@ -25,13 +25,14 @@ describe('retention', () => {
     });
   });
 
-  it('asks for another batch only when one kind filled its batch', () => {
-    const none = { events: 0, deliveries: 0, attempts: 0, audit: 0 };
+  it('asks for another batch while the walk has not reached the cutoff, or when a kind filled its batch', () => {
+    const none = { events: 0, deliveries: 0, attempts: 0, audit: 0, after: null };
     expect(pruneMayHaveMore(none, 10)).toBe(false);
-    // Deliveries go with events: many deliveries for few events is not a full batch.
-    expect(pruneMayHaveMore({ ...none, events: 3, deliveries: 40 }, 10)).toBe(false);
-    expect(pruneMayHaveMore({ ...none, events: 10 }, 10)).toBe(true);
+    // Deliveries go with events, and events are walked: only the walk's position says whether more are waiting.
+    expect(pruneMayHaveMore({ ...none, events: 10, deliveries: 40 }, 10)).toBe(false);
+    expect(pruneMayHaveMore({ ...none, after: 'evt_01' }, 10)).toBe(true);
     expect(pruneMayHaveMore({ ...none, attempts: 10 }, 10)).toBe(true);
     expect(pruneMayHaveMore({ ...none, audit: 10 }, 10)).toBe(true);
+    expect(pruneMayHaveMore({ ...none, attempts: 9, audit: 9 }, 10)).toBe(false);
   });
 });

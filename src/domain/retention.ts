@@ -52,6 +52,16 @@ export interface PruneCounts {
   audit: number;
 }
 
-/** Another batch is worth running when any kind filled its batch (more may be waiting). */
-export const pruneMayHaveMore = (c: PruneCounts, limit: number): boolean =>
-  c.events >= limit || c.attempts >= limit || c.audit >= limit;
+/**
+ * One batch's answer: what it deleted, and where its walk through the expired events stopped — the last event it
+ * looked at, to continue after; null once it reached the cutoff (the next walk starts from the oldest again). The
+ * walk is what keeps a batch short when many old events must be kept (a disabled endpoint's backlog): each batch
+ * looks at a bounded number and moves on, instead of reading past all of them every time.
+ */
+export interface PruneBatch extends PruneCounts {
+  after: string | null;
+}
+
+/** Another batch is worth running when the walk has not reached the cutoff or a kind filled its batch. */
+export const pruneMayHaveMore = (b: PruneBatch, limit: number): boolean =>
+  b.after !== null || b.attempts >= limit || b.audit >= limit;

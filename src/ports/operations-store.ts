@@ -5,7 +5,7 @@
 
 import type { LaneMoveKind, LaneThresholds } from '../domain/lanes.ts';
 import type { ReplayableStatus, SingleReplayRefusal } from '../domain/replay.ts';
-import type { PruneCounts, RetentionCutoffs } from '../domain/retention.ts';
+import type { PruneBatch, RetentionCutoffs } from '../domain/retention.ts';
 import type {
   AttemptWindowStats,
   AuditOf,
@@ -160,13 +160,14 @@ export interface OperationsStore {
   }): Promise<DeliveryRecord | 'not_found' | 'disabled'>;
 
   /**
-   * One batch of the retention pass (domain/retention.ts): deletes up to `limit` events accepted before
-   * `cutoffs.events` — each with all its deliveries, and only when none of them is pending or a dead letter that
-   * died at or after `cutoffs.deadLetters`, and the event has been fanned out — plus up to `limit` attempts that
-   * started before `cutoffs.attempts` and audit records made before `cutoffs.audit`, oldest first. Never races a
-   * replay: a delivery being replayed is not deleted under it.
+   * One batch of the retention pass (domain/retention.ts). It looks at up to `limit` events accepted before
+   * `cutoffs.events`, oldest first after the event `after` (null: from the oldest), and deletes those that have
+   * been fanned out and of whose deliveries none is pending or a dead letter that died at or after
+   * `cutoffs.deadLetters` — each with all its deliveries. It also deletes up to `limit` attempts that started before
+   * `cutoffs.attempts` and audit records made before `cutoffs.audit`, oldest first. Never races a replay: a delivery
+   * being replayed is not deleted under it.
    */
-  retentionPrune(p: { cutoffs: RetentionCutoffs; limit: number }): Promise<PruneCounts>;
+  retentionPrune(p: { cutoffs: RetentionCutoffs; limit: number; after: string | null }): Promise<PruneBatch>;
 
   /** A record on its own; changes made through this port write theirs in their transaction (AuditOf). */
   auditAppend(p: { record: AuditRecord }): Promise<void>;

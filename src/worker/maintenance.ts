@@ -53,6 +53,8 @@ export interface MaintenanceOptions {
 export class Maintenance {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
+  /** Where the retention pass's walk through old events stopped (domain/retention.ts PruneBatch). */
+  private retentionAfter: string | null = null;
 
   constructor(private readonly opts: MaintenanceOptions) {}
 
@@ -121,7 +123,12 @@ export class Maintenance {
     const cutoffs = retentionCutoffs(clock.now(), this.opts.retention ?? DEFAULT_RETENTION);
     const total: PruneCounts = { events: 0, deliveries: 0, attempts: 0, audit: 0 };
     for (let i = 0; i < RETENTION_BATCHES; i++) {
-      const batch = await store.retentionPrune({ cutoffs, limit: RETENTION_BATCH });
+      const batch = await store.retentionPrune({
+        cutoffs,
+        limit: RETENTION_BATCH,
+        after: this.retentionAfter,
+      });
+      this.retentionAfter = batch.after;
       total.events += batch.events;
       total.deliveries += batch.deliveries;
       total.attempts += batch.attempts;

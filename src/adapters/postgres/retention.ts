@@ -10,7 +10,7 @@
  *   simply not there. Fan-out holds the same gates shared, so a tenant's fan-out waits for at most one batch.
  */
 import { idFloor } from '../../domain/ids.ts';
-import type { PruneCounts } from '../../domain/retention.ts';
+import type { PruneBatch } from '../../domain/retention.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { cmp, lockTenantGates, type PostgresDeliveryStoreDeps } from './query-helpers.ts';
 
@@ -27,22 +27,26 @@ export function createPostgresRetention({
   tx,
 }: PostgresDeliveryStoreDeps): Pick<OperationsStore, 'retentionPrune'> {
   return {
-    async retentionPrune({ cutoffs: c, limit }) {
+    async retentionPrune({ cutoffs: c, limit, after }) {
       return tx(async (db) => {
-        const found = await db.query<{ seq: string; tenant_id: string }>(
-          `SELECT e.seq, e.tenant_id FROM events e WHERE e.id < $1 AND ${EXPIRED('e')} ORDER BY e.id LIMIT $3`,
-          [idFloor('event', c.events), c.deadLetters, limit],
+        // The walk: up to `limit` old events after the last one looked at, each with whether it may go.
+        const seen = await db.query<{ seq: string; id: string; tenant_id: string; expired: boolean }>(
+          `SELECT s.seq, s.id, s.tenant_id, ${EXPIRED('s')} AS expired
+             FROM (SELECT seq, id, tenant_id FROM events WHERE id > $3 AND id < $1 ORDER BY id LIMIT $4) s
+            ORDER BY s.id`,
+          [idFloor('event', c.events), c.deadLetters, after ?? '', limit],
         );
+        const found = seen.rows.filter((r) => r.expired);
         let events = 0;
         let deliveries = 0;
-        if (found.rows.length > 0) {
-          await lockTenantGates(db, [...new Set(found.rows.map((r) => r.tenant_id))].sort(cmp));
+        if (found.length > 0) {
+          await lockTenantGates(db, [...new Set(found.map((r) => r.tenant_id))].sort(cmp));
           const res = await db.query<{ events: number; deliveries: number }>(
             `WITH gone AS (
                DELETE FROM events e WHERE e.seq = ANY($1::bigint[]) AND ${EXPIRED('e')} RETURNING e.seq),
              dropped AS (DELETE FROM deliveries d USING gone WHERE d.event_seq = gone.seq RETURNING 1)
              SELECT (SELECT count(*) FROM gone)::int AS events, (SELECT count(*) FROM dropped)::int AS deliveries`,
-            [found.rows.map((r) => r.seq), c.deadLetters],
+            [found.map((r) => r.seq), c.deadLetters],
           );
           events = res.rows[0]!.events;
           deliveries = res.rows[0]!.deliveries;
@@ -50,7 +54,14 @@ export function createPostgresRetention({
         const attempts = (await db.query(oldest('attempts'), [idFloor('attempt', c.attempts), limit]))
           .rowCount;
         const audit = (await db.query(oldest('audit_events'), [idFloor('audit', c.audit), limit])).rowCount;
-        return { events, deliveries, attempts: attempts ?? 0, audit: audit ?? 0 } satisfies PruneCounts;
+        const next = seen.rows.length < limit ? null : seen.rows[seen.rows.length - 1]!.id;
+        return {
+          events,
+          deliveries,
+          attempts: attempts ?? 0,
+          audit: audit ?? 0,
+          after: next,
+        } satisfies PruneBatch;
       });
     },
   };

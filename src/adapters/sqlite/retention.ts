@@ -6,42 +6,54 @@
  */
 import type Database from 'better-sqlite3';
 import { idFloor } from '../../domain/ids.ts';
-import type { PruneCounts, RetentionCutoffs } from '../../domain/retention.ts';
+import type { PruneBatch, RetentionCutoffs } from '../../domain/retention.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import type { St } from './rows.ts';
 
 /**
- * Events old enough to go, oldest first: fanned out (at or below the fan-out cursor), and none of their deliveries
- * pending or a dead letter still inside its retention. Kept events are passed over, not returned again and again.
+ * Up to `limit` events accepted before the cutoff, oldest first after the walk's last one, each with whether it may
+ * go: fanned out (at or below the fan-out cursor), and none of its deliveries pending or a dead letter still inside
+ * its retention.
  */
-const EXPIRED_EVENTS = `
-  SELECT e.seq FROM events e
-   WHERE e.id < ? AND e.seq <= (SELECT seq FROM fanout_cursor WHERE id = 1)
-     AND NOT EXISTS (SELECT 1 FROM deliveries d INDEXED BY deliveries_event
-                      WHERE d.event_seq = e.seq AND (d.status = 'pending' OR (d.status = 'dead' AND d.updated_at >= ?)))
-   ORDER BY e.id LIMIT ? + 0`;
+const SCAN = `
+  SELECT s.seq, s.id,
+         s.seq <= (SELECT seq FROM fanout_cursor WHERE id = 1)
+         AND NOT EXISTS (SELECT 1 FROM deliveries d INDEXED BY deliveries_event
+                          WHERE d.event_seq = s.seq
+                            AND (d.status = 'pending' OR (d.status = 'dead' AND d.updated_at >= ?))) AS expired
+    FROM (SELECT seq, id FROM events WHERE id > ? AND id < ? ORDER BY id LIMIT ? + 0) s
+   ORDER BY s.id`;
 
 export function createSqliteRetention(
   db: Database.Database,
   st: St,
 ): Pick<OperationsStore, 'retentionPrune'> {
-  const run = db.transaction(({ cutoffs: c, limit }: { cutoffs: RetentionCutoffs; limit: number }) => {
-    const seqs = st(EXPIRED_EVENTS).all(idFloor('event', c.events), c.deadLetters, limit) as Array<{
-      seq: number;
-    }>;
-    const dropDeliveries = st('DELETE FROM deliveries WHERE event_seq = ?');
-    const dropEvent = st('DELETE FROM events WHERE seq = ?');
-    let deliveries = 0;
-    for (const { seq } of seqs) {
-      deliveries += dropDeliveries.run(seq).changes;
-      dropEvent.run(seq);
-    }
-    const oldest = (table: string) =>
-      `DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE id < ? ORDER BY id LIMIT ? + 0)`;
-    const attempts = st(oldest('attempts')).run(idFloor('attempt', c.attempts), limit).changes;
-    const audit = st(oldest('audit_events')).run(idFloor('audit', c.audit), limit).changes;
-    return { events: seqs.length, deliveries, attempts, audit } satisfies PruneCounts;
-  });
+  const run = db.transaction(
+    ({ cutoffs: c, limit, after }: { cutoffs: RetentionCutoffs; limit: number; after: string | null }) => {
+      const seen = st(SCAN).all(c.deadLetters, after ?? '', idFloor('event', c.events), limit) as Array<{
+        seq: number;
+        id: string;
+        expired: number;
+      }>;
+      const dropDeliveries = st('DELETE FROM deliveries WHERE event_seq = ?');
+      const dropEvent = st('DELETE FROM events WHERE seq = ?');
+      let events = 0;
+      let deliveries = 0;
+      for (const e of seen) {
+        if (!e.expired) continue;
+        deliveries += dropDeliveries.run(e.seq).changes;
+        dropEvent.run(e.seq);
+        events++;
+      }
+      const oldest = (table: string) =>
+        `DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE id < ? ORDER BY id LIMIT ? + 0)`;
+      const attempts = st(oldest('attempts')).run(idFloor('attempt', c.attempts), limit).changes;
+      const audit = st(oldest('audit_events')).run(idFloor('audit', c.audit), limit).changes;
+      const reachedCutoff = seen.length < limit;
+      const next = reachedCutoff ? null : seen[seen.length - 1]!.id;
+      return { events, deliveries, attempts, audit, after: next } satisfies PruneBatch;
+    },
+  );
   return {
     async retentionPrune(p) {
       return run.immediate(p);

@@ -5,7 +5,7 @@
  * its event.
  */
 import { describe, expect } from 'vitest';
-import type { PruneCounts, RetentionCutoffs } from '../../../src/domain/retention.ts';
+import type { PruneBatch, RetentionCutoffs } from '../../../src/domain/retention.ts';
 import type { AuditRecord, LeasedDelivery } from '../../../src/ports/delivery-store.ts';
 import { NOW } from '../store-conformance.ts';
 import { DAY, id, ids, type OperationsSection, SECOND } from './harness.ts';
@@ -15,8 +15,11 @@ const NONE: RetentionCutoffs = { events: 0, deadLetters: 0, attempts: 0, audit: 
 
 export function retentionConformance({ h, test }: OperationsSection): void {
   const { newTenant, newEndpoint, publish, lease, complete, deliveriesOf } = h;
-  const prune = (cutoffs: Partial<RetentionCutoffs>, limit = 100): Promise<PruneCounts> =>
-    h.store.retentionPrune({ cutoffs: { ...NONE, ...cutoffs }, limit });
+  const prune = (
+    cutoffs: Partial<RetentionCutoffs>,
+    limit = 100,
+    after: string | null = null,
+  ): Promise<PruneBatch> => h.store.retentionPrune({ cutoffs: { ...NONE, ...cutoffs }, limit, after });
   const eventExists = async (eventId: string) =>
     (await h.store.eventGet({ id: eventId, tenantId: null })) !== null;
   const byEvent = (ls: LeasedDelivery[], eventId: string) => ls.find((l) => l.event.id === eventId)!;
@@ -50,6 +53,7 @@ export function retentionConformance({ h, test }: OperationsSection): void {
         deliveries: 1,
         attempts: 0,
         audit: 0,
+        after: null,
       });
       expect(await eventExists(delivered!.id)).toBe(false);
       for (const e of [dead, pending, replayed, young]) expect(await eventExists(e!.id)).toBe(true);
@@ -125,10 +129,28 @@ export function retentionConformance({ h, test }: OperationsSection): void {
         await h.store.auditAppend({ record: r });
       }
       // Attempts started before NOW + 2.5 s (two) and audit records made before NOW + 3.5 s (four), two a batch.
-      const cutoffs = { attempts: NOW + 2_500, audit: NOW + 3_500, events: NOW + DAY };
-      expect(await prune(cutoffs, 2)).toEqual({ events: 0, deliveries: 0, attempts: 2, audit: 2 });
-      expect(await prune(cutoffs, 2)).toEqual({ events: 0, deliveries: 0, attempts: 0, audit: 2 });
-      expect(await prune(cutoffs, 2)).toEqual({ events: 0, deliveries: 0, attempts: 0, audit: 0 });
+      const cutoffs = { attempts: NOW + 2_500, audit: NOW + 3_500 };
+      expect(await prune(cutoffs, 2)).toEqual({
+        events: 0,
+        deliveries: 0,
+        attempts: 2,
+        audit: 2,
+        after: null,
+      });
+      expect(await prune(cutoffs, 2)).toEqual({
+        events: 0,
+        deliveries: 0,
+        attempts: 0,
+        audit: 2,
+        after: null,
+      });
+      expect(await prune(cutoffs, 2)).toEqual({
+        events: 0,
+        deliveries: 0,
+        attempts: 0,
+        audit: 0,
+        after: null,
+      });
       const audit = (await h.store.auditList({ tenantId: t.id, limit: 100, cursor: null, ascending: true }))
         .data;
       expect(audit).toEqual(records.slice(4));
@@ -137,6 +159,29 @@ export function retentionConformance({ h, test }: OperationsSection): void {
         attemptsLeft.push(...(await h.store.attemptList({ deliveryId: l.delivery.id, tenantId: null })));
       }
       expect(attemptsLeft.map((a) => a.startedAt)).toEqual([NOW + 3 * SECOND]);
+    });
+
+    test('old events that must be kept do not stall the pass: it walks past them, `limit` at a time', async () => {
+      const kept = await newTenant();
+      await newEndpoint(kept.id);
+      // Four old events with pending deliveries (never leased), then three of a tenant with no endpoint.
+      const held = await publish(kept.id, 4);
+      const free = await newTenant();
+      const gone = await publish(free.id, 3, NOW + SECOND);
+      const cutoffs = { events: NOW + DAY };
+      const walk: PruneBatch[] = [];
+      let after: string | null = null;
+      do {
+        const b = await prune(cutoffs, 2, after);
+        walk.push(b);
+        after = b.after;
+      } while (after !== null && walk.length < 10);
+      expect(walk.map((b) => b.events)).toEqual([0, 0, 2, 1]);
+      // Ids made in one millisecond sort by their random part, not by the order they were made in.
+      const [h, g] = [held.map((e) => e.id).sort(), gone.map((e) => e.id).sort()];
+      expect(walk.map((b) => b.after)).toEqual([h[1], h[3], g[1], null]);
+      for (const e of gone) expect(await eventExists(e.id)).toBe(false);
+      for (const e of held) expect(await eventExists(e.id)).toBe(true);
     });
 
     test('a replay racing the pass: either the replay is made and keeps its event, or neither is left', async () => {
