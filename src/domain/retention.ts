@@ -3,7 +3,8 @@
  * delete at a given time. Pure: the pass reads the cutoffs from here and the stores apply them.
  *
  * - An event (its payload) is kept for `eventsDays` from its acceptance, with its deliveries. It is kept longer
- *   while any delivery of it is still pending (a disabled endpoint's backlog is never dropped by age) or is a dead
+ *   while any delivery of it is still pending (a disabled endpoint's backlog is never dropped by age) or leased (a
+ *   delivery cancelled while its attempt is in flight: the attempt's completion needs the row) or is a dead
  *   letter younger than `deadLettersDays` (a dead letter stays replayable for its own retention, counted from when
  *   it died, ADR-10/14). Deleting the event deletes its deliveries, so nothing refers to a payload that is gone.
  * - Attempts are kept for `attemptsDays` from when they started, whether or not their delivery still exists, so

@@ -14,11 +14,15 @@ import type { PruneBatch } from '../../domain/retention.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { cmp, lockTenantGates, type PostgresDeliveryStoreDeps } from './query-helpers.ts';
 
-/** Fanned out, and no delivery pending or a dead letter still inside its retention ($2: the dead-letter cutoff). */
+/**
+ * Fanned out, and no delivery pending, leased (one cancelled in flight: its completion releases the slot through
+ * the row) or a dead letter still inside its retention ($2: the dead-letter cutoff).
+ */
 const EXPIRED = (e: string) =>
   `NOT EXISTS (SELECT 1 FROM fanout_pending f WHERE f.event_seq = ${e}.seq)
    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = ${e}.seq
-                    AND (d.status = 'pending' OR (d.status = 'dead' AND d.updated_at >= $2)))`;
+                    AND (d.status = 'pending' OR d.lease_owner IS NOT NULL
+                         OR (d.status = 'dead' AND d.updated_at >= $2)))`;
 
 const oldest = (table: string) =>
   `DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE id < $1 ORDER BY id LIMIT $2)`;

@@ -12,15 +12,17 @@ import type { St } from './rows.ts';
 
 /**
  * Up to `limit` events accepted before the cutoff, oldest first after the walk's last one, each with whether it may
- * go: fanned out (at or below the fan-out cursor), and none of its deliveries pending or a dead letter still inside
- * its retention.
+ * go: fanned out (at or below the fan-out cursor), and none of its deliveries pending, leased (a delivery cancelled
+ * while in flight stays leased until its attempt's completion releases the endpoint's slot, and that completion
+ * needs the row) or a dead letter still inside its retention.
  */
 const SCAN = `
   SELECT s.seq, s.id,
          s.seq <= (SELECT seq FROM fanout_cursor WHERE id = 1)
          AND NOT EXISTS (SELECT 1 FROM deliveries d INDEXED BY deliveries_event
                           WHERE d.event_seq = s.seq
-                            AND (d.status = 'pending' OR (d.status = 'dead' AND d.updated_at >= ?))) AS expired
+                            AND (d.status = 'pending' OR d.lease_owner IS NOT NULL
+                                 OR (d.status = 'dead' AND d.updated_at >= ?))) AS expired
     FROM (SELECT seq, id FROM events WHERE id > ? AND id < ? ORDER BY id LIMIT ? + 0) s
    ORDER BY s.id`;
 

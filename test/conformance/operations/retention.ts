@@ -84,6 +84,28 @@ export function retentionConformance({ h, test }: OperationsSection): void {
       expect(later.every((l) => l.event.data === '{"n":1}')).toBe(true);
     });
 
+    test('a delivery cancelled while its attempt is in flight keeps its event until the completion frees the slot', async () => {
+      const t = await newTenant();
+      const ep = await newEndpoint(t.id, { maxConcurrency: 1 });
+      const [ev] = await publish(t.id, 1);
+      const leased = await lease(NOW + SECOND);
+      expect(leased).toHaveLength(1);
+      // Unsubscribed while the attempt runs: cancelled, still leased, its slot still taken.
+      await h.store.endpointUpdate({
+        id: ep.id,
+        tenantId: t.id,
+        patch: { eventTypes: ['x.*'] },
+        now: NOW + 2 * SECOND,
+      });
+      expect((await deliveriesOf(ep.id)).map((d) => d.status)).toEqual(['cancelled']);
+      expect(await prune({ events: NOW + DAY })).toMatchObject({ events: 0, deliveries: 0 });
+      expect(await eventExists(ev!.id)).toBe(true);
+      await complete(leased, NOW + 3 * SECOND);
+      expect((await h.store.endpointRuntime({ endpointId: ep.id }))?.inflight).toBe(0);
+      expect(await prune({ events: NOW + DAY })).toMatchObject({ events: 1, deliveries: 1 });
+      expect(await eventExists(ev!.id)).toBe(false);
+    });
+
     test('an event not yet fanned out is kept; once fanned out to no endpoint it may go', async () => {
       const t = await newTenant();
       const ev = {
