@@ -1,12 +1,15 @@
 /**
- * `hookrail <command>`: start | migrate (more commands arrive with the features they drive).
- * Flags mirror the environment variables of PRODUCT.md §1a (`--port` ↔ HOOKRAIL_PORT …).
+ * `hookrail <command>`: start | migrate, and the tools of dispatch.ts (tenants, producer-keys, endpoints, events,
+ * replay, verify, queue). `start` and `migrate` flags mirror the environment variables of PRODUCT.md §1a
+ * (`--port` ↔ HOOKRAIL_PORT …).
  */
 import { createStore } from '../bootstrap/create-store.ts';
 import { startHookrail } from '../bootstrap/start.ts';
 import { VERSION } from '../bootstrap/version.ts';
 import { ConfigError, flagsToEnv, loadConfig } from '../config/config.ts';
 import { describeLaneBinding } from '../domain/lanes.ts';
+import { runTool, TOOL_COMMANDS, TOOL_USAGE } from './dispatch.ts';
+import type { CliIo } from './io.ts';
 
 const USAGE = `hookrail ${VERSION}
 
@@ -15,6 +18,7 @@ Usage:
                  [--data-dir ./data] [--database-url postgres://…] [--log-level info]
                  [--lanes *|shared|shared:0-3,shared:7|dedicated]   (the lanes this delivery role serves)
   hookrail migrate [--database-url postgres://…] [--data-dir ./data]
+${TOOL_USAGE}
   hookrail --version
 
 Without DATABASE_URL, Hookrail stores everything in SQLite at <data-dir>/hookrail.db.
@@ -30,6 +34,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return command ? 0 : 2;
   }
+  if (command in TOOL_COMMANDS) return runTool(command, rest, processIo());
   const config = loadConfig({ ...process.env, ...flagsToEnv(rest) });
 
   if (command === 'migrate') {
@@ -81,6 +86,31 @@ async function main(argv: string[]): Promise<number> {
 
   process.stderr.write(`unknown command "${command}"\n\n${USAGE}`);
   return 2;
+}
+
+/** The terminal: progress and prompts only when both standard error and standard input are one. */
+function processIo(): CliIo {
+  const interactive = Boolean(process.stderr.isTTY && process.stdin.isTTY);
+  return {
+    out: (text) => process.stdout.write(text),
+    err: (text) => process.stderr.write(text),
+    env: process.env,
+    interactive,
+    async confirm(question) {
+      const { createInterface } = await import('node:readline/promises');
+      const rl = createInterface({ input: process.stdin, output: process.stderr });
+      try {
+        return /^y(es)?$/i.test((await rl.question(`${question} [y/N] `)).trim());
+      } finally {
+        rl.close();
+      }
+    },
+    async readStdin() {
+      const chunks: Buffer[] = [];
+      for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks);
+    },
+  };
 }
 
 main(process.argv.slice(2)).then(

@@ -55,6 +55,15 @@ export interface LaneMove {
   kind: LaneMoveKind;
 }
 
+/** One endpoint's queue row as queueRebuild found it and rebuilt it: each derived column as [stored, rebuilt]. */
+export interface QueueRebuildResult {
+  endpointId: string;
+  /** The row was missing (recreated unless dry-run); its stored values are then null. */
+  created: boolean;
+  inflight: [number | null, number];
+  nextDueAt: [number | null, number | null];
+}
+
 export interface OperationsStore {
   /** The shared runtime record (circuit, streak, health, notice windows) and in-flight count. */
   endpointRuntime(p: { endpointId: string }): Promise<EndpointRuntimeView | null>;
@@ -192,4 +201,31 @@ export interface OperationsStore {
    * counted as `dedicated` and unassigned endpoints as `unassigned` (bounded label values).
    */
   laneStats(): Promise<{ dedicatedEndpoints: number; pendingByLane: Record<string, number> }>;
+
+  /**
+   * Every endpoint id, deleted endpoints included, ascending: at most `limit` after `after` (null: from the first),
+   * and how many endpoints there are in all (for progress).
+   */
+  endpointIdList(p: { after: string | null; limit: number }): Promise<{ ids: string[]; total: number }>;
+  /**
+   * An operator's repair (`hookrail queue rebuild`): recomputes the derived columns of one endpoint's queue row
+   * from its deliveries, in one short transaction holding the row as leasing and completion do (safe while the
+   * delivery plane runs), and writes them back where they differ. Null when the endpoint does not exist.
+   * - `inflight` is the number of the endpoint's deliveries with a lease owner, whatever their status: the lease
+   *   adds one per delivery it marks leased (a `circuit_open` one too), and completion and lease expiry subtract
+   *   one per lease they clear. A delivery cancelled while in flight (unsubscribe, endpoint or tenant deletion)
+   *   keeps its lease, and its slot, until its attempt completes or the lease expires, so deleted endpoints have
+   *   rows worth rebuilding too. A skip of the circuit-open pass is never leased and holds no slot.
+   * - `next_due_at` is the earliest next_attempt_at of its unleased pending deliveries while the endpoint is enabled
+   *   and not deleted, else null: the recompute the delivery plane itself runs.
+   * A missing row is recreated in the endpoint's shared lane under `sharedLanes` (since `now`), as endpointCreate
+   * places it, with a fresh runtime record (closed circuit, no health history: the old one is lost with the row).
+   * With `dryRun` nothing is written (and no row lock taken: the stored and rebuilt values come from one snapshot).
+   */
+  queueRebuild(p: {
+    endpointId: string;
+    dryRun: boolean;
+    sharedLanes: number;
+    now: number;
+  }): Promise<QueueRebuildResult | null>;
 }

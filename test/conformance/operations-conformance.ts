@@ -11,6 +11,7 @@ import { auditInTransactionConformance } from './operations/audit-in-transaction
 import { autoDisableConformance } from './operations/auto-disable.ts';
 import { createOperationsHarness } from './operations/harness.ts';
 import { notificationsConformance } from './operations/notifications.ts';
+import { queueRebuildConformance } from './operations/queue-rebuild.ts';
 import { replayStatisticsAuditConformance } from './operations/replay-statistics-audit.ts';
 import { retentionConformance } from './operations/retention.ts';
 import { runtimeConformance } from './operations/runtime.ts';
@@ -37,6 +38,7 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
     replayStatisticsAuditConformance({ h, test });
     auditInTransactionConformance({ h, test });
     retentionConformance({ h, test });
+    queueRebuildConformance({ h, test, rawSql: opts.rawSql });
   });
 
   checkSkips();

@@ -2,6 +2,7 @@
  * The Store conformance suite against PostgreSQL. Every test gets its own schema (created by migrate() through the
  * store's search_path and dropped afterwards), so tests and test files never share rows.
  */
+import pg from 'pg';
 import { createPostgresStore } from '../../src/adapters/postgres/postgres-store.ts';
 import type { Store } from '../../src/ports/store.ts';
 import { dropSchema, freshSchemaName, postgresUrl } from '../support/postgres.ts';
@@ -25,6 +26,16 @@ const options: StoreConformanceOptions = {
     await store.close();
     const schema = schemas.get(store);
     if (schema) await dropSchema(postgresUrl(), schema);
+  },
+  async rawSql(store, sql) {
+    const client = new pg.Client({ connectionString: postgresUrl() });
+    await client.connect();
+    try {
+      await client.query(`SET search_path TO "${schemas.get(store)}"`);
+      await client.query(sql);
+    } finally {
+      await client.end();
+    }
   },
 };
 

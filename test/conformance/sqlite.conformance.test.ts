@@ -2,6 +2,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { createSqliteStore } from '../../src/adapters/sqlite/sqlite-store.ts';
 import type { Store } from '../../src/ports/store.ts';
 import { runDeliveryConformance } from './delivery-conformance.ts';
@@ -24,6 +25,14 @@ const options: StoreConformanceOptions = {
     await store.close();
     const dir = dirs.get(store);
     if (dir) rmSync(dir, { recursive: true, force: true });
+  },
+  async rawSql(store, sql) {
+    const db = new Database(join(dirs.get(store)!, 'hookrail.db'));
+    try {
+      db.exec(sql);
+    } finally {
+      db.close();
+    }
   },
 };
 

@@ -17,6 +17,11 @@ export interface StoreConformanceOptions {
   destroyStore?: (store: Store) => Promise<void>;
   /** Tests an adapter cannot pass yet, by exact test name, with the reason shown in the report. */
   skip?: Array<{ reason: string; tests: string[] }>;
+  /**
+   * Runs SQL (what both dialects accept) on the store's database through a connection of its own: only for the
+   * sections that must break what the port keeps consistent (the queue rebuild's drifted rows).
+   */
+  rawSql?: (store: Store, sql: string) => Promise<void>;
 }
 
 /**

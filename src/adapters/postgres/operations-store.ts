@@ -52,6 +52,7 @@ import {
 } from './delivery-store.ts';
 import { createPostgresLanes } from './lanes.ts';
 import { createPostgresNotifications } from './notifications-store.ts';
+import { createPostgresQueueRebuild } from './queue-rebuild.ts';
 import { createPostgresBulkReplay, insertReplaysSql, LATEST_PENDING_REPLAY } from './replay.ts';
 import { createPostgresRetention } from './retention.ts';
 import { createPostgresTestEvents } from './test-event.ts';
@@ -71,6 +72,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
     ...createPostgresBulkReplay({ query, tx }),
     ...createPostgresTestEvents({ query, tx }),
     ...createPostgresRetention({ query, tx }),
+    ...createPostgresQueueRebuild({ query, tx }),
     async endpointRuntime({ endpointId }) {
       const res = await query<{ inflight: number; runtime: string | null }>(
         'SELECT inflight, runtime FROM endpoint_queue WHERE endpoint_id = $1',

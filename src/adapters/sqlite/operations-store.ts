@@ -20,6 +20,7 @@ import type { OperationsStore } from '../../ports/operations-store.ts';
 import { auditFromRow, insertAudit, writeAudit } from './audit.ts';
 import { deliveryFromRow, endpointFromRow } from './delivery-store.ts';
 import { createSqliteLanes } from './lanes.ts';
+import { createSqliteQueueRebuild } from './queue-rebuild.ts';
 import { createSqliteBulkReplay, INSERT_REPLAY, LATEST_PENDING_REPLAY } from './replay.ts';
 import { createSqliteRetention } from './retention.ts';
 import { page } from './rows.ts';
@@ -110,6 +111,7 @@ export function createSqliteOperationsStore(
     ...createSqliteBulkReplay(db, st, refreshDue),
     ...createSqliteTestEvents(db, st, refreshDue),
     ...createSqliteRetention(db, st),
+    ...createSqliteQueueRebuild(db, st),
     async endpointRuntime({ endpointId }) {
       const r = st('SELECT inflight, runtime FROM endpoint_queue WHERE endpoint_id = ?').get(endpointId) as
         | Row

@@ -1,0 +1,262 @@
+/**
+ * `hookrail tenants | producer-keys | endpoints | events | replay`: the API's everyday calls from a terminal. Each
+ * prints the API's answer as JSON on stdout; an error answer prints its stable code and message on stderr (exit 1).
+ * Keys are sent as the API expects them: the operator token for tenants and producer keys, a tenant key for
+ * endpoints and replay, a producer key for events.
+ */
+import { readFileSync } from 'node:fs';
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { ApiFailure, apiTarget, call } from './api-client.ts';
+import { CliFailure, type CliIo, CliUsageError } from './io.ts';
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+const TARGET: Options = {
+  api: { type: 'string' },
+  token: { type: 'string' },
+  'data-dir': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+};
+
+export const API_USAGE = `  hookrail tenants create --name <name>                              (operator token)
+  hookrail tenants list [--limit 100]
+  hookrail producer-keys create --name <name>                        (operator token)
+  hookrail endpoints create --url <url> [--event-types 'order.*,refund.created'] [--description <text>]
+                            [--max-concurrency 10] [--ordering none|endpoint|resource]   (tenant key)
+  hookrail endpoints list | get <id> | health <id> | backlog <id>
+  hookrail events send --tenant <ten_…> --type <type> [--data <json> | --data @file | --data -]
+                       [--resource-id <id>] [--idempotency-key <key>]                       (producer key)
+  hookrail replay --endpoint <ep_…> [--status dead,delivered,skipped] [--since <ISO time>] [--until <ISO time>]
+                  [--yes]                                                                    (tenant key)
+  hookrail replay --delivery <dlv_…>
+  Every API command takes --api <url> (default http://HOOKRAIL_HOST:HOOKRAIL_PORT, or HOOKRAIL_API_URL) and
+  --token <key> (or HOOKRAIL_TOKEN; operator commands fall back to the data directory's admin-token file).`;
+
+function parse(args: string[], options: Options, positionals = 0) {
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({
+      args,
+      options: { ...TARGET, ...options },
+      allowPositionals: positionals > 0,
+      strict: true,
+    });
+  } catch (err) {
+    throw new CliUsageError((err as Error).message);
+  }
+  if (parsed.positionals.length > positionals) {
+    throw new CliUsageError(`unexpected argument "${parsed.positionals[positionals]}"`);
+  }
+  return {
+    values: parsed.values as Record<string, string | boolean | undefined>,
+    positionals: parsed.positionals,
+  };
+}
+
+const str = (v: string | boolean | undefined): string | undefined => (typeof v === 'string' ? v : undefined);
+
+function need(values: Record<string, string | boolean | undefined>, name: string): string {
+  const v = str(values[name]);
+  if (v === undefined || v === '') throw new CliUsageError(`--${name} is required`);
+  return v;
+}
+
+function integer(values: Record<string, string | boolean | undefined>, name: string): number | undefined {
+  const v = str(values[name]);
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v)) throw new CliUsageError(`--${name} must be a whole number`);
+  return Number(v);
+}
+
+const list = (v: string | undefined) =>
+  v
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+
+function print(io: CliIo, value: unknown) {
+  io.out(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+export async function tenantsCommand(args: string[], io: CliIo): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub === 'create') {
+    const { values } = parse(rest, { name: { type: 'string' } });
+    const t = apiTarget(values, io, true);
+    print(io, await call(t, 'POST', '/v1/tenants', { name: need(values, 'name') }));
+    return 0;
+  }
+  if (sub === 'list') {
+    const { values } = parse(rest, { limit: { type: 'string' } });
+    const t = apiTarget(values, io, true);
+    print(io, await call(t, 'GET', `/v1/tenants?limit=${integer(values, 'limit') ?? 100}`));
+    return 0;
+  }
+  throw new CliUsageError('tenants: create or list');
+}
+
+export async function producerKeysCommand(args: string[], io: CliIo): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub !== 'create') throw new CliUsageError('producer-keys: create');
+  const { values } = parse(rest, { name: { type: 'string' } });
+  const t = apiTarget(values, io, true);
+  print(io, await call(t, 'POST', '/v1/producer-keys', { name: need(values, 'name') }));
+  return 0;
+}
+
+export async function endpointsCommand(args: string[], io: CliIo): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub === 'create') {
+    const { values } = parse(rest, {
+      url: { type: 'string' },
+      'event-types': { type: 'string' },
+      description: { type: 'string' },
+      'max-concurrency': { type: 'string' },
+      ordering: { type: 'string' },
+    });
+    const t = apiTarget(values, io, false);
+    const body = {
+      url: need(values, 'url'),
+      event_types: list(str(values['event-types'])) ?? ['*'],
+      ...(values.description === undefined ? {} : { description: str(values.description) }),
+      ...(values['max-concurrency'] === undefined
+        ? {}
+        : { max_concurrency: integer(values, 'max-concurrency') }),
+      ...(values.ordering === undefined ? {} : { ordering: str(values.ordering) }),
+    };
+    print(io, await call(t, 'POST', '/v1/endpoints', body));
+    return 0;
+  }
+  if (sub === 'list') {
+    const { values } = parse(rest, { limit: { type: 'string' } });
+    const t = apiTarget(values, io, false);
+    print(io, await call(t, 'GET', `/v1/endpoints?limit=${integer(values, 'limit') ?? 100}`));
+    return 0;
+  }
+  const paths: Record<string, string> = { get: '', health: '/health', backlog: '/backlog' };
+  if (sub !== undefined && sub in paths) {
+    const { values, positionals } = parse(rest, {}, 1);
+    const id = positionals[0];
+    if (!id) throw new CliUsageError(`endpoints ${sub} <endpoint id>`);
+    const t = apiTarget(values, io, false);
+    print(io, await call(t, 'GET', `/v1/endpoints/${encodeURIComponent(id)}${paths[sub]}`));
+    return 0;
+  }
+  throw new CliUsageError('endpoints: create, list, get, health or backlog');
+}
+
+export async function eventsCommand(args: string[], io: CliIo): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub !== 'send') throw new CliUsageError('events: send');
+  const { values } = parse(rest, {
+    tenant: { type: 'string' },
+    type: { type: 'string' },
+    data: { type: 'string' },
+    'resource-id': { type: 'string' },
+    'idempotency-key': { type: 'string' },
+  });
+  const t = apiTarget(values, io, false);
+  const data = await readData(str(values.data), io);
+  const key = str(values['idempotency-key']);
+  const body = {
+    tenant_id: need(values, 'tenant'),
+    type: need(values, 'type'),
+    data,
+    ...(values['resource-id'] === undefined ? {} : { resource_id: str(values['resource-id']) }),
+  };
+  print(io, await call(t, 'POST', '/v1/events', body, key ? { 'idempotency-key': key } : {}));
+  return 0;
+}
+
+/** `--data`: JSON inline, `@file`, or `-` for standard input; absent: `{}`. */
+async function readData(v: string | undefined, io: CliIo): Promise<unknown> {
+  if (v === undefined) return {};
+  const text =
+    v === '-' ? (await io.readStdin()).toString('utf8') : v.startsWith('@') ? readText(v.slice(1)) : v;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new CliUsageError('--data must be JSON (inline, @file or - for standard input)');
+  }
+}
+
+function readText(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new CliUsageError(`cannot read ${path}: ${(err as Error).message}`);
+  }
+}
+
+interface BulkAnswer {
+  count: number;
+  more: boolean;
+  first_due_at: string | null;
+  last_due_at: string | null;
+  estimated_seconds: number;
+}
+
+/**
+ * Bulk replay asks the API as a person would: first without confirmation; a 409 `confirmation_required` (more
+ * than 100 match) is shown with its count and estimate and confirmed by `--yes` or at the prompt. While the API
+ * says more match than one request replays (10,000), it asks again, confirmed, until none are left.
+ */
+export async function replayCommand(args: string[], io: CliIo): Promise<number> {
+  const { values } = parse(args, {
+    endpoint: { type: 'string' },
+    delivery: { type: 'string' },
+    status: { type: 'string' },
+    since: { type: 'string' },
+    until: { type: 'string' },
+    yes: { type: 'boolean', short: 'y' },
+  });
+  const t = apiTarget(values, io, false);
+  const delivery = str(values.delivery);
+  if (delivery !== undefined) {
+    if (values.endpoint !== undefined) throw new CliUsageError('--delivery or --endpoint, not both');
+    print(io, await call(t, 'POST', `/v1/deliveries/${encodeURIComponent(delivery)}/replay`));
+    return 0;
+  }
+  const endpoint = need(values, 'endpoint');
+  const filter = {
+    ...(values.status === undefined ? {} : { status: list(str(values.status)) }),
+    ...(values.since === undefined ? {} : { since: str(values.since) }),
+    ...(values.until === undefined ? {} : { until: str(values.until) }),
+  };
+  const path = `/v1/endpoints/${encodeURIComponent(endpoint)}/replay`;
+  let confirmed = values.yes === true;
+  const answers: BulkAnswer[] = [];
+  for (;;) {
+    let answer: BulkAnswer;
+    try {
+      answer = await call<BulkAnswer>(t, 'POST', path, {
+        ...filter,
+        ...(confirmed ? { confirm: true } : {}),
+      });
+    } catch (err) {
+      if (!(err instanceof ApiFailure) || err.code !== 'confirmation_required') throw err;
+      const d = err.details as { count: number; more: boolean; estimated_seconds: number };
+      const what = `${d.count}${d.more ? '+' : ''} deliveries match (about ${d.estimated_seconds} s to send)`;
+      if (!io.interactive) throw new CliFailure(`${what}: pass --yes to replay them`);
+      if (!(await io.confirm(`${what}. Replay them?`))) {
+        io.err('nothing replayed\n');
+        return 1;
+      }
+      confirmed = true;
+      continue;
+    }
+    answers.push(answer);
+    const total = answers.reduce((n, a) => n + a.count, 0);
+    if (io.interactive) io.err(`\rreplayed ${total}${answer.more ? ', more match…' : ''}`);
+    if (!answer.more || answer.count === 0) break;
+    confirmed = true;
+  }
+  if (io.interactive) io.err('\n');
+  print(
+    io,
+    answers.length === 1
+      ? answers[0]
+      : { requests: answers, count: answers.reduce((n, a) => n + a.count, 0) },
+  );
+  return 0;
+}
