@@ -10,6 +10,7 @@
  * events/s at 64 connections).
  */
 import { type EventInsertOutcome, type NewEvent, type Store, StoreUnavailableError } from '../ports/store.ts';
+import type { Tracing } from '../ports/tracing.ts';
 
 /** Events worth a commit of their own while another commit is already in flight. */
 const MIN_CONCURRENT_BATCH = 16;
@@ -35,6 +36,8 @@ export interface GroupCommitterOptions {
    * the batch's transaction: the events and their deliveries are committed and synced once, not twice.
    */
   onSubmit?: () => void;
+  /** A span per batch, from hand-over to durable commit; null or absent: no tracing. */
+  tracing?: Tracing | null;
 }
 
 export class GroupCommitter {
@@ -76,18 +79,38 @@ export class GroupCommitter {
   private async flush(): Promise<void> {
     if (this.queue.length === 0 || !this.mayStart()) return;
     const batch = this.queue.splice(0, this.opts.maxBatch);
+    const tracing = this.opts.tracing;
     this.inFlight++;
+    const now = this.opts.now();
     try {
       const inserted = this.opts.store.eventInsertBatch({
         events: batch.map((w) => w.event),
-        now: this.opts.now(),
+        now,
         idempotencyWindowMs: this.opts.idempotencyWindowMs,
       });
       this.opts.onSubmit?.();
       const outcomes = await inserted;
       for (let i = 0; i < batch.length; i++) (batch[i] as Waiter).resolve(outcomes[i] as EventInsertOutcome);
       this.opts.onCommit?.();
+      if (tracing) {
+        let created = 0;
+        for (const o of outcomes) if (o.kind === 'created') created++;
+        tracing.intakeBatch({
+          events: batch.length,
+          created,
+          startedAt: now,
+          finishedAt: this.opts.now(),
+          error: null,
+        });
+      }
     } catch (err) {
+      tracing?.intakeBatch({
+        events: batch.length,
+        created: 0,
+        startedAt: now,
+        finishedAt: this.opts.now(),
+        error: err,
+      });
       for (const w of batch) w.reject(err);
       // The store is unreachable: fail everything queued behind this batch now (503, retry with the same
       // Idempotency-Key) rather than let each request wait out its own timeout in turn.

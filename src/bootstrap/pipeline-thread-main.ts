@@ -9,6 +9,7 @@ import type { Config } from '../config/config.ts';
 import type { Metrics } from '../ports/metrics.ts';
 import { createSender } from './create-sender.ts';
 import { createStore } from './create-store.ts';
+import { createTracing } from './create-tracing.ts';
 import { listenForWakes } from './thread-wake.ts';
 import { VERSION } from './version.ts';
 import { createWorkers } from './workers.ts';
@@ -66,6 +67,8 @@ if (port) {
     render: () => Promise.reject(new Error('metrics are served by the API thread')),
   };
 
+  // The thread's own exporter: spans are not sent across threads (the SDK is loaded only when configured).
+  const tracing = await createTracing(config);
   const workers = createWorkers({
     config,
     store,
@@ -76,6 +79,7 @@ if (port) {
     sender,
     userAgent: `Hookrail/${VERSION}`,
     metrics,
+    tracing,
   });
   const stopListening = listenForWakes(wakeBuffer, () => workers.deliveriesCreated.poke());
   port.on('message', (m: PipelineRequest) => {
@@ -88,6 +92,7 @@ if (port) {
       void (async () => {
         await workers.stop();
         if (sender) await sender.close();
+        await tracing?.shutdown();
         await store.close();
         port.postMessage({ kind: 'stopped' } satisfies PipelineMessage);
       })();

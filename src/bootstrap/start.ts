@@ -17,9 +17,11 @@ import { IDEMPOTENCY_WINDOW_MS } from '../domain/event-rules.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { DestinationChecker, HttpSender } from '../ports/http-sender.ts';
 import type { Store } from '../ports/store.ts';
+import type { Tracing } from '../ports/tracing.ts';
 import { loadOrCreateAdminToken } from './admin-token.ts';
 import { createDestinationChecker, createSender } from './create-sender.ts';
 import { createStore } from './create-store.ts';
+import { createTracing } from './create-tracing.ts';
 import { PIPELINE_ROLES, type PipelineThread, startPipelineThread } from './pipeline-thread.ts';
 import { VERSION } from './version.ts';
 import { createWorkers, type Workers } from './workers.ts';
@@ -33,6 +35,8 @@ export interface Hookrail {
   workers: Workers;
   /** Delivery and maintenance run in a thread of their own (pipeline-thread.ts), not in `workers`. */
   pipelineThread: boolean;
+  /** This thread's span exporter; null when no OTLP endpoint is configured (the pipeline thread has its own). */
+  tracing: Tracing | null;
   /** Stop accepting, finish in-flight commits, stop workers, close the store. */
   close(): Promise<void>;
 }
@@ -92,6 +96,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
   // The pipeline thread builds its own sender.
   const sends = roles.has('delivery') || roles.has('replay');
   const sender = opts.sender ?? (sends && !threaded ? createSender(config, clock) : null);
+  const tracing = await createTracing(config);
   const metrics = createPromMetrics({
     queueStats: () => store.queueStats(),
     laneStats: () => store.laneStats(),
@@ -109,6 +114,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
     logger: logger || null,
     sender,
     userAgent: `Hookrail/${VERSION}`,
+    tracing,
     onDeliveriesCreated: () => pipeline?.poke(),
   });
   const committer = roles.has('intake')
@@ -118,6 +124,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
         idempotencyWindowMs: IDEMPOTENCY_WINDOW_MS,
         maxBatch: config.intakeMaxBatch,
         maxInFlight: store.capabilities.multiProcess ? 4 : 1,
+        tracing,
         // Both where the store shares turns: a poke while a fan-out pass runs is not kept (Signal), so the durable
         // commit pokes again; a pass that then finds nothing writes nothing and syncs nothing.
         onCommit: () => workers.eventsCommitted.poke(),
@@ -166,6 +173,8 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
       await workers.stop();
       await pipeline?.stop();
       if (sender && !opts.sender) await sender.close();
+      // Last, so the spans of the commits and attempts finished above are exported with the rest.
+      await tracing?.shutdown();
       await store.close();
     })();
     return closing;
@@ -194,6 +203,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
     adminToken: admin.token,
     workers,
     pipelineThread: pipeline !== null,
+    tracing,
     close,
   };
 }

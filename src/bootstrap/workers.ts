@@ -10,6 +10,7 @@ import type { HttpSender } from '../ports/http-sender.ts';
 import type { KeyService } from '../ports/key-service.ts';
 import type { Metrics } from '../ports/metrics.ts';
 import type { Store } from '../ports/store.ts';
+import type { Tracing } from '../ports/tracing.ts';
 import { DeliveryWorker } from '../worker/delivery-worker.ts';
 import { FanoutWorker } from '../worker/fanout-worker.ts';
 import { Maintenance } from '../worker/maintenance.ts';
@@ -46,6 +47,8 @@ export function createWorkers(deps: {
   sender: HttpSender | null;
   userAgent: string;
   metrics: Metrics | null;
+  /** Spans for fan-out passes and delivery attempts (create-tracing.ts); null: tracing is off. */
+  tracing?: Tracing | null;
   /** Called whenever this process's fan-out created deliveries (to wake a delivery role in another thread). */
   onDeliveriesCreated?: () => void;
 }): Workers {
@@ -65,6 +68,7 @@ export function createWorkers(deps: {
         wake: eventsCommitted,
         deliveriesCreated,
         logger,
+        tracing: deps.tracing ?? null,
       })
     : null;
 
@@ -85,6 +89,7 @@ export function createWorkers(deps: {
       wake: deliveriesCreated,
       logger,
       metrics: deps.metrics,
+      tracing: deps.tracing ?? null,
       attempt: {
         sender: deps.sender,
         clock,

@@ -23,7 +23,42 @@ describe('loadConfig', () => {
         minDwellMs: 600_000,
       },
       retention: { eventsDays: 30, deadLettersDays: 30, attemptsDays: 90, auditDays: 400 },
+      otlpTracesEndpoint: null,
+      otelServiceName: 'hookrail',
     });
+  });
+
+  it('exports traces when an OTLP endpoint is set, as the OpenTelemetry variables define it', () => {
+    const traces = (env: Record<string, string>) => loadConfig(env).otlpTracesEndpoint;
+    // The generic endpoint gets the signal's path; the traces-specific one is used as given and wins.
+    expect(traces({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe(
+      'http://collector:4318/v1/traces',
+    );
+    expect(traces({ OTEL_EXPORTER_OTLP_ENDPOINT: 'https://otel.example/base/' })).toBe(
+      'https://otel.example/base/v1/traces',
+    );
+    expect(
+      traces({
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://traces:9999/custom',
+      }),
+    ).toBe('http://traces:9999/custom');
+    expect(traces({ OTEL_EXPORTER_OTLP_ENDPOINT: '' })).toBeNull();
+    // The standard switches turn it off again.
+    expect(traces({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' })).toBeNull();
+    expect(traces({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'none' })).toBeNull();
+    expect(
+      traces({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }),
+    ).toBe('http://c:4318/v1/traces');
+    expect(loadConfig({ OTEL_SERVICE_NAME: 'hookrail-eu' }).otelServiceName).toBe('hookrail-eu');
+    for (const env of [
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' },
+      { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'not a url' },
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'zipkin' },
+    ]) {
+      expect(() => loadConfig(env)).toThrow(ConfigError);
+    }
   });
 
   it('reads the retention windows, in days; events are kept longer than the idempotency window', () => {

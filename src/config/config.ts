@@ -65,6 +65,13 @@ export interface Config {
   laneThresholds: LaneThresholds;
   /** How long the maintenance role keeps events, dead letters, attempts and audit records (domain/retention.ts). */
   retention: RetentionDays;
+  /**
+   * Where spans are exported (OTLP over HTTP), from the standard OpenTelemetry variables; null: no tracing, and
+   * the OpenTelemetry SDK is not even loaded.
+   */
+  otlpTracesEndpoint: string | null;
+  /** The spans' `service.name` (`OTEL_SERVICE_NAME`). */
+  otelServiceName: string;
 }
 
 export class ConfigError extends Error {}
@@ -212,7 +219,41 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     pipelineThread: parseBoolean('HOOKRAIL_PIPELINE_THREAD', get('HOOKRAIL_PIPELINE_THREAD') ?? 'true'),
     ...loadLaneConfig(get),
     retention: loadRetention(get),
+    otlpTracesEndpoint: loadTracesEndpoint(get),
+    otelServiceName: get('OTEL_SERVICE_NAME') ?? 'hookrail',
   };
+}
+
+/**
+ * The OTLP/HTTP traces URL, as the OpenTelemetry specification derives it: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
+ * as given, else `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`. Read here rather than left to the exporter because
+ * whether it is set decides whether the SDK is loaded at all, and because tests and `hookrail start` flags pass
+ * their own environment. The exporter reads the other `OTEL_EXPORTER_OTLP_*` variables (headers, timeout,
+ * compression, certificates) from the process environment itself. It sends OTLP over HTTP as JSON whatever the
+ * protocol variable says (collectors take both encodings on the same path), so only `grpc` is refused, rather
+ * than exporting to a gRPC port that would never answer.
+ */
+function loadTracesEndpoint(get: (k: string) => string | null): string | null {
+  if (get('OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return null;
+  const exporter = get('OTEL_TRACES_EXPORTER')?.trim().toLowerCase() ?? 'otlp';
+  if (exporter === 'none') return null;
+  if (exporter !== 'otlp') throw new ConfigError('OTEL_TRACES_EXPORTER must be otlp or none');
+  const protocol = get('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ?? get('OTEL_EXPORTER_OTLP_PROTOCOL');
+  if (protocol === 'grpc')
+    throw new ConfigError('OTLP over gRPC is not supported: Hookrail exports OTLP over HTTP (JSON)');
+  const specific = get('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
+  const base = get('OTEL_EXPORTER_OTLP_ENDPOINT');
+  const url = specific ?? (base === null ? null : `${base}${base.endsWith('/') ? '' : '/'}v1/traces`);
+  if (url === null) return null;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new ConfigError(`the OTLP traces endpoint must be an http(s) URL (got "${url}")`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw new ConfigError(`the OTLP traces endpoint must be an http(s) URL (got "${url}")`);
+  return url;
 }
 
 /**

@@ -29,6 +29,7 @@ import type { LaneBinding } from '../domain/lanes.ts';
 import type { AttemptCompletion, LeasedDelivery, SkipCompletion } from '../ports/delivery-store.ts';
 import type { Metrics } from '../ports/metrics.ts';
 import type { Store } from '../ports/store.ts';
+import type { Tracing } from '../ports/tracing.ts';
 
 export interface DeliveryWorkerOptions {
   store: Store;
@@ -50,6 +51,8 @@ export interface DeliveryWorkerOptions {
   circuitOpenPassMs?: number;
   logger: Logger | null;
   metrics: Metrics | null;
+  /** A span per attempt made (not per circuit-open skip of the pass below); null or absent: no tracing. */
+  tracing?: Tracing | null;
 }
 
 /**
@@ -216,6 +219,8 @@ export class DeliveryWorker {
     try {
       const completion = await deliverAttempt(this.opts.attempt, leased, this.opts.owner, leasedAt);
       this.recordMetrics(completion);
+      // The span is made from the finished attempt's record: nothing per attempt when tracing is off.
+      if (this.opts.tracing) this.opts.tracing.attemptFinished(leased, completion);
       this.pending.push(completion);
       this.scheduleFlush();
     } catch (err) {

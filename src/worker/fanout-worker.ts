@@ -7,6 +7,7 @@ import type { Signal } from '../app/signal.ts';
 import { newId } from '../domain/ids.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { Store } from '../ports/store.ts';
+import type { Tracing } from '../ports/tracing.ts';
 
 export interface FanoutWorkerOptions {
   store: Store;
@@ -22,6 +23,8 @@ export interface FanoutWorkerOptions {
   /** Poked when deliveries were created. */
   deliveriesCreated: Signal;
   logger: Logger | null;
+  /** A span per pass that took events, or failed; null or absent: no tracing. */
+  tracing?: Tracing | null;
 }
 
 export class FanoutWorker {
@@ -46,16 +49,26 @@ export class FanoutWorker {
   async runOnce(): Promise<{ events: number; deliveries: number }> {
     const { store, clock, random, batch, deliveryBatch } = this.opts;
     const now = clock.now();
-    const result = await store.fanoutRun({
-      now,
-      limit: batch,
-      deliveryLimit: deliveryBatch,
-      ids: {
-        delivery: () => newId('delivery', now, random.bytes(10)),
-        webhookId: () => newId('message', now, random.bytes(10)),
-      },
-    });
+    const tracing = this.opts.tracing;
+    let result: { events: number; deliveries: number };
+    try {
+      result = await store.fanoutRun({
+        now,
+        limit: batch,
+        deliveryLimit: deliveryBatch,
+        ids: {
+          delivery: () => newId('delivery', now, random.bytes(10)),
+          webhookId: () => newId('message', now, random.bytes(10)),
+        },
+      });
+    } catch (err) {
+      tracing?.fanoutPass({ events: 0, deliveries: 0, startedAt: now, finishedAt: clock.now(), error: err });
+      throw err;
+    }
     if (result.deliveries > 0) this.opts.deliveriesCreated.poke();
+    // Idle polls (every pollMs) are not traced: a span would say only that there was nothing to do.
+    if (tracing && result.events > 0)
+      tracing.fanoutPass({ ...result, startedAt: now, finishedAt: clock.now(), error: null });
     return result;
   }
 
