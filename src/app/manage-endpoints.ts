@@ -414,6 +414,7 @@ export async function rotateSecret(
       (k) => ({ secret_id: secret.record.id, previous_id: stillActive(k)?.id ?? null }),
     ),
   });
+  if (kept === 'not_found') throw new ApiError('not_found', 'No such endpoint.');
   return { secret: secret.record, secretValue: secret.value, previous: stillActive(kept) };
 }
 

@@ -252,17 +252,21 @@ export interface DeliveryStore {
   /**
    * Adds a secret. Every secret still active gets `active_until = min(current, previousActiveUntil)`, and all but
    * the newest of them is retired at once, so at most two are ever active. Returns that newest one as it stays
-   * active for the overlap (null when none was active).
+   * active for the overlap (null when none was active). 'not_found' when the endpoint is deleted (checked in the
+   * same transaction, so a rotation racing a deletion never leaves a secret on a deleted endpoint).
    */
   secretRotate(p: {
     secret: SecretRecord;
     previousActiveUntil: number;
     now: number;
     audit?: AuditOf<SecretRecord | null>;
-  }): Promise<SecretRecord | null>;
+  }): Promise<SecretRecord | null | 'not_found'>;
   /** Active and not yet expired secrets (metadata and sealed values), newest first. */
   secretListActive(p: { endpointId: string; now: number }): Promise<SecretRecord[]>;
-  /** Retires a secret now; refuses (returns 'last') to retire the only active one. */
+  /**
+   * Retires a secret now; refuses (returns 'last') to retire the only active one. 'not_found' also when the
+   * endpoint is deleted.
+   */
   secretRetire(p: {
     id: string;
     endpointId: string;

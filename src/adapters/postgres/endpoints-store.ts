@@ -43,6 +43,15 @@ const lockSecrets = (db: Db, endpointId: string) =>
     endpointId,
   ]);
 
+/**
+ * The endpoint exists and is not deleted, its row held `FOR SHARE` until commit, so a deletion (which updates the
+ * row) waits for a secret change under way and a secret change after it sees the deletion. Lock order: the secrets'
+ * advisory lock, then the endpoint row; a deletion takes no secrets lock, so the two cannot wait on each other.
+ */
+const liveEndpoint = async (db: Db, endpointId: string) =>
+  (await db.query('SELECT 1 FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR SHARE', [endpointId]))
+    .rows.length === 1;
+
 const insertSecret = (db: Db, s: SecretRecord) =>
   db.query(`INSERT INTO endpoint_secrets (${SECRET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
     s.id,
@@ -220,6 +229,7 @@ export function createEndpointsStore({
     async secretRotate({ secret, previousActiveUntil, now, audit }) {
       return tx(async (c) => {
         await lockSecrets(c, secret.endpointId);
+        if (!(await liveEndpoint(c, secret.endpointId))) return 'not_found' as const;
         const active = await activeSecrets(c, secret.endpointId, now);
         // Keep the newest active one for the overlap; anything older is retired now (at most two active).
         const ids = active.map((s) => s.id);
@@ -246,6 +256,7 @@ export function createEndpointsStore({
     async secretRetire({ id, endpointId, now, audit }) {
       return tx(async (c) => {
         await lockSecrets(c, endpointId);
+        if (!(await liveEndpoint(c, endpointId))) return 'not_found' as const;
         const active = await activeSecrets(c, endpointId, now);
         if (!active.some((s) => s.id === id)) return 'not_found' as const;
         if (active.length === 1) return 'last' as const;

@@ -171,6 +171,7 @@ export function createEndpointsStore(
     async secretRotate({ secret, previousActiveUntil, now, audit }) {
       return db
         .transaction(() => {
+          if (!getEndpoint(secret.endpointId, secret.tenantId)) return 'not_found' as const;
           const active = activeSecrets(secret.endpointId, now);
           // Keep the newest active one for the overlap; anything older is retired now (at most two active).
           const kept = active.map((s, i) => {
@@ -189,6 +190,7 @@ export function createEndpointsStore(
     async secretRetire({ id, endpointId, now, audit }) {
       return db
         .transaction(() => {
+          if (!getEndpoint(endpointId, null)) return 'not_found' as const;
           const active = activeSecrets(endpointId, now);
           if (!active.some((s) => s.id === id)) return 'not_found' as const;
           if (active.length === 1) return 'last' as const;

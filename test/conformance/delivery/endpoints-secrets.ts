@@ -193,5 +193,32 @@ export function endpointsSecretsConformance({ h, test }: DeliverySection): void 
       expect(await h.store.secretRetire({ id: s2.id, endpointId: ep.id, now: NOW + 4 })).toBe('not_found');
       expect(await h.store.secretRetire({ id: s1.id, endpointId: ep.id, now: NOW + 4 })).toBe('last');
     });
+
+    test('a deleted endpoint gets no new secret and retires none: not_found, nothing written', async () => {
+      const t = await newTenant();
+      const ep = endpointRecord(t.id);
+      const s1 = secretRecord(ep);
+      await h.store.endpointCreate({ endpoint: ep, secret: s1 });
+      const s2 = secretRecord(ep, { createdAt: NOW + 1 });
+      await h.store.secretRotate({ secret: s2, previousActiveUntil: NOW + HOUR, now: NOW + 1 });
+      expect(await h.store.endpointDelete({ id: ep.id, tenantId: t.id, now: NOW + 2 })).toBe(true);
+      let audited = 0;
+      const audit = () => {
+        audited++;
+        return null;
+      };
+      const s3 = secretRecord(ep, { createdAt: NOW + 3 });
+      expect(
+        await h.store.secretRotate({ secret: s3, previousActiveUntil: NOW + HOUR, now: NOW + 3, audit }),
+      ).toBe('not_found');
+      expect(await h.store.secretRetire({ id: s1.id, endpointId: ep.id, now: NOW + 3, audit })).toBe(
+        'not_found',
+      );
+      expect(audited).toBe(0);
+      expect(await h.store.secretListActive({ endpointId: ep.id, now: NOW + 4 })).toEqual([
+        s2,
+        { ...s1, activeUntil: NOW + HOUR },
+      ]);
+    });
   });
 }
