@@ -92,8 +92,11 @@ if (port) {
       void (async () => {
         await workers.stop();
         if (sender) await sender.close();
-        await tracing?.shutdown();
-        await store.close();
+        try {
+          await tracing?.shutdown();
+        } finally {
+          await store.close();
+        }
         port.postMessage({ kind: 'stopped' } satisfies PipelineMessage);
       })();
     }

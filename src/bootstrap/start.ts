@@ -174,8 +174,11 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
       await pipeline?.stop();
       if (sender && !opts.sender) await sender.close();
       // Last, so the spans of the commits and attempts finished above are exported with the rest.
-      await tracing?.shutdown();
-      await store.close();
+      try {
+        await tracing?.shutdown();
+      } finally {
+        await store.close();
+      }
     })();
     return closing;
   };

@@ -14,8 +14,9 @@ export interface ApiTarget {
 
 /**
  * `--api` (or HOOKRAIL_API_URL), else this machine's HOOKRAIL_HOST / HOOKRAIL_PORT. The key: `--token` (or
- * HOOKRAIL_TOKEN); for operator commands, else HOOKRAIL_ADMIN_TOKEN or the token file `hookrail start` wrote in the
- * data directory (`--data-dir`, HOOKRAIL_DATA_DIR, ./data).
+ * HOOKRAIL_TOKEN); for operator commands, else HOOKRAIL_ADMIN_TOKEN, or — only when talking to this machine's own
+ * Hookrail (no `--api`, no HOOKRAIL_API_URL) — the token file `hookrail start` wrote in the data directory
+ * (`--data-dir`, HOOKRAIL_DATA_DIR, ./data). A local token file is never sent to another host.
  */
 export function apiTarget(
   flags: { api?: string | undefined; token?: string | undefined; 'data-dir'?: string | undefined },
@@ -24,25 +25,24 @@ export function apiTarget(
 ): ApiTarget {
   const env = io.env;
   const host = env.HOOKRAIL_HOST || '127.0.0.1';
-  const base = (
-    flags.api ??
-    env.HOOKRAIL_API_URL ??
-    `http://${host.includes(':') ? `[${host}]` : host}:${env.HOOKRAIL_PORT || '8080'}`
-  ).replace(/\/+$/, '');
-  const token =
-    flags.token ?? env.HOOKRAIL_TOKEN ?? (operator ? operatorToken(flags['data-dir'], env) : undefined);
+  const given = flags.api ?? env.HOOKRAIL_API_URL;
+  const local = `http://${host.includes(':') ? `[${host}]` : host}:${env.HOOKRAIL_PORT || '8080'}`;
+  const base = (given ?? local).replace(/\/+$/, '');
+  const operatorToken = () =>
+    env.HOOKRAIL_ADMIN_TOKEN ?? (given ? undefined : tokenFile(flags['data-dir'], env));
+  const token = flags.token ?? env.HOOKRAIL_TOKEN ?? (operator ? operatorToken() : undefined);
   if (!token) {
     throw new CliUsageError(
       operator
-        ? 'no operator token: pass --token, set HOOKRAIL_ADMIN_TOKEN, or run where the data directory is'
+        ? 'no operator token: pass --token or set HOOKRAIL_ADMIN_TOKEN (the admin-token file of the data directory ' +
+            'is read only for the local Hookrail, without --api)'
         : 'no API key: pass --token or set HOOKRAIL_TOKEN',
     );
   }
   return { base, token };
 }
 
-function operatorToken(dataDir: string | undefined, env: CliIo['env']): string | undefined {
-  if (env.HOOKRAIL_ADMIN_TOKEN) return env.HOOKRAIL_ADMIN_TOKEN;
+function tokenFile(dataDir: string | undefined, env: CliIo['env']): string | undefined {
   try {
     return readFileSync(join(dataDir ?? env.HOOKRAIL_DATA_DIR ?? './data', 'admin-token'), 'utf8').trim();
   } catch {

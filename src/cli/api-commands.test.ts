@@ -31,7 +31,7 @@ afterAll(async () => {
 /** Runs `hookrail <argv>` in-process; `answer` is what a person types at a confirmation prompt (null: no TTY). */
 async function cli(
   argv: string[],
-  o: { env?: Record<string, string>; answer?: boolean | null; stdin?: string } = {},
+  o: { env?: Record<string, string | undefined>; answer?: boolean | null; stdin?: string } = {},
 ) {
   let out = '';
   let err = '';
@@ -64,8 +64,17 @@ describe('hookrail tenants, producer-keys, endpoints, events, replay', () => {
 
   it('sets up a tenant, a producer key and an endpoint, and sends an event, as the quick start does', async () => {
     // The operator token from the data directory's admin-token file, as on the machine Hookrail runs on.
+    // Only for this machine's Hookrail (HOOKRAIL_HOST / HOOKRAIL_PORT): never sent where --api points.
     writeFileSync(join(dir, 'admin-token'), `${ADMIN_TOKEN}\n`);
-    const tenant = await cli(['tenants', 'create', '--name', 'Acme Inc', '--data-dir', dir]);
+    const remote = await cli(['tenants', 'list', '--data-dir', dir]);
+    expect(remote.code).toBe(2);
+    expect(remote.err).toMatch(/no operator token/);
+    const local = {
+      HOOKRAIL_API_URL: undefined,
+      HOOKRAIL_HOST: '127.0.0.1',
+      HOOKRAIL_PORT: new URL(api).port,
+    };
+    const tenant = await cli(['tenants', 'create', '--name', 'Acme Inc', '--data-dir', dir], { env: local });
     expect(tenant.code, tenant.err).toBe(0);
     tenantId = tenant.json.id;
     tenantKey = tenant.json.tenant_key;

@@ -218,10 +218,12 @@ export async function replayCommand(args: string[], io: CliIo): Promise<number> 
     return 0;
   }
   const endpoint = need(values, 'endpoint');
+  // `until` fixed once for every request of the run: left to each request it would be that request's own time, and
+  // the replays an earlier request made (delivered or dead by then) would match the next one and go out again.
   const filter = {
     ...(values.status === undefined ? {} : { status: list(str(values.status)) }),
     ...(values.since === undefined ? {} : { since: str(values.since) }),
-    ...(values.until === undefined ? {} : { until: str(values.until) }),
+    until: str(values.until) ?? new Date().toISOString(),
   };
   const path = `/v1/endpoints/${encodeURIComponent(endpoint)}/replay`;
   let confirmed = values.yes === true;

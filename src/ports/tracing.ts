@@ -36,6 +36,6 @@ export interface Tracing {
     finishedAt: number;
     error: TracedError | null;
   }): void;
-  /** Exports what is buffered and stops the exporter; spans reported afterwards are dropped. */
+  /** Exports what is buffered and stops the exporter; spans reported afterwards are dropped. Never rejects. */
   shutdown(): Promise<void>;
 }

@@ -121,4 +121,20 @@ describe('OpenTelemetry tracing', () => {
     });
     expect(Object.keys(span?.attributes ?? {}).filter((k) => !k.startsWith('hookrail.'))).toEqual([]);
   });
+
+  it('a stop with the collector down drops the queued spans and still resolves', async () => {
+    const before = process.env.OTEL_EXPORTER_OTLP_TIMEOUT;
+    process.env.OTEL_EXPORTER_OTLP_TIMEOUT = '500';
+    try {
+      const down = await OtlpCollector.start();
+      const url = `${down.endpoint}/v1/traces`;
+      await down.close();
+      const t = createOtelTracing({ url, serviceName: 'hr', serviceVersion: '1' });
+      t.intakeBatch({ events: 1, created: 1, startedAt: clock.now(), finishedAt: clock.now(), error: null });
+      await expect(t.shutdown()).resolves.toBeUndefined();
+    } finally {
+      if (before === undefined) delete process.env.OTEL_EXPORTER_OTLP_TIMEOUT;
+      else process.env.OTEL_EXPORTER_OTLP_TIMEOUT = before;
+    }
+  });
 });
