@@ -23,7 +23,7 @@ import { lockTenantGate, type PostgresDeliveryStoreDeps, recomputeDue } from './
  * Stored and rebuilt values of endpoint $1. Leases are counted by one read of deliveries_leased, which holds the
  * leased rows only (at most the delivery processes' concurrency). Fenced (OFFSET 0) so that the endpoint's id is not
  * pushed into it: the planner would then take the endpoint's own index, deliveries_endpoint, and visit every delivery
- * the endpoint ever had, with its queue row held (queue-rebuild.test.ts checks the plan).
+ * the endpoint ever had, with its queue row held (plan-shapes.test.ts checks the plan).
  */
 export const REBUILT = `SELECT s.endpoint_id AS present, s.inflight, s.next_due_at,
     (SELECT count(*)::int FROM (SELECT d.endpoint_id FROM deliveries d WHERE d.lease_owner IS NOT NULL OFFSET 0) l
