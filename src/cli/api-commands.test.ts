@@ -106,6 +106,21 @@ describe('hookrail tenants, producer-keys, endpoints, events, replay', () => {
     expect(got.json).toMatchObject({ id: endpointId, url: 'https://hooks.example.com/in' });
     expect((await cli(['endpoints', 'health', endpointId, '--token', tenantKey])).code).toBe(0);
     expect((await cli(['endpoints', 'list', '--token', tenantKey])).json.data).toHaveLength(1);
+    const rotated = await cli([
+      'endpoints',
+      'rotate-secret',
+      endpointId,
+      '--overlap-seconds',
+      '60',
+      '--token',
+      tenantKey,
+    ]);
+    expect(rotated.code, rotated.err).toBe(0);
+    expect(rotated.json.secret).toMatch(/^whsec_/);
+    expect(rotated.json.previous.id).toBe(ep.json.secret.id);
+    const test = await cli(['endpoints', 'test', endpointId, '--type', 'order.tested', '--token', tenantKey]);
+    expect(test.code, test.err).toBe(0);
+    expect(test.json.event.type).toBe('order.tested');
 
     // Data from a file, then the same idempotency key again: the original event back.
     const file = join(dir, 'order.json');
@@ -157,8 +172,8 @@ describe('hookrail tenants, producer-keys, endpoints, events, replay', () => {
   });
 
   it('bulk replay asks before replaying more than 100, and replays each delivery once', async () => {
-    // 150 events for the endpoint, then skipped on re-enable: 150 replayable deliveries.
-    for (let i = 0; i < 149; i++) {
+    // 150 deliveries for the endpoint (148 here, the first event and the test event), skipped on re-enable.
+    for (let i = 0; i < 148; i++) {
       const res = await t.request({
         method: 'POST',
         url: '/v1/events',
@@ -170,14 +185,15 @@ describe('hookrail tenants, producer-keys, endpoints, events, replay', () => {
     const backlog = async () =>
       (await t.request({ method: 'GET', url: `/v1/endpoints/${endpointId}/backlog`, token: tenantKey })).body;
     await waitFor(async () => (await backlog()).pending === 150, 10_000, 'fanned out');
-    await t.request({ method: 'POST', url: `/v1/endpoints/${endpointId}/disable`, token: tenantKey });
-    const enabled = await t.request({
-      method: 'POST',
-      url: `/v1/endpoints/${endpointId}/enable`,
-      token: tenantKey,
-      body: { backlog: 'skip' },
-    });
-    expect(enabled.status).toBe(200);
+    const as = { env: { HOOKRAIL_TOKEN: tenantKey } };
+    expect((await cli(['endpoints', 'disable', endpointId], as)).json.status).toBe('disabled');
+    // The backlog choice is never implied.
+    const unchosen = await cli(['endpoints', 'enable', endpointId], as);
+    expect(unchosen.code).toBe(2);
+    expect(unchosen.err).toMatch(/--backlog is required/);
+    const enabled = await cli(['endpoints', 'enable', endpointId, '--backlog', 'skip'], as);
+    expect(enabled.code, enabled.err).toBe(0);
+    expect(enabled.json).toMatchObject({ endpoint: { status: 'enabled' }, requeued: 0, skipped: 150 });
     const replay = ['replay', '--endpoint', endpointId, '--status', 'skipped', '--token', tenantKey];
 
     const unattended = await cli(replay);

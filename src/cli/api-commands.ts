@@ -23,7 +23,9 @@ export const API_USAGE = `  hookrail tenants create --name <name>               
   hookrail producer-keys create --name <name>                        (operator token)
   hookrail endpoints create --url <url> [--event-types 'order.*,refund.created'] [--description <text>]
                             [--max-concurrency 10] [--ordering none|endpoint|resource]   (tenant key)
-  hookrail endpoints list | get <id> | health <id> | backlog <id>
+  hookrail endpoints list | get <id> | health <id> | backlog <id> | disable <id> | test <id> [--type <type>]
+  hookrail endpoints enable <id> --backlog deliver|skip|resume_from [--resume-from <ISO time>]
+  hookrail endpoints rotate-secret <id> [--overlap-seconds 604800]      (the new secret is shown once)
   hookrail events send --tenant <ten_…> --type <type> [--data <json> | --data @file | --data -]
                        [--resource-id <id>] [--idempotency-key <key>]                       (producer key)
   hookrail replay --endpoint <ep_…> [--status dead,delivered,skipped] [--since <ISO time>] [--until <ISO time>]
@@ -133,6 +135,9 @@ export async function endpointsCommand(args: string[], io: CliIo): Promise<numbe
     print(io, await call(t, 'GET', `/v1/endpoints?limit=${integer(values, 'limit') ?? 100}`));
     return 0;
   }
+  if (sub === 'disable' || sub === 'enable' || sub === 'test' || sub === 'rotate-secret') {
+    return endpointAction(sub, rest, io);
+  }
   const paths: Record<string, string> = { get: '', health: '/health', backlog: '/backlog' };
   if (sub !== undefined && sub in paths) {
     const { values, positionals } = parse(rest, {}, 1);
@@ -142,7 +147,52 @@ export async function endpointsCommand(args: string[], io: CliIo): Promise<numbe
     print(io, await call(t, 'GET', `/v1/endpoints/${encodeURIComponent(id)}${paths[sub]}`));
     return 0;
   }
-  throw new CliUsageError('endpoints: create, list, get, health or backlog');
+  throw new CliUsageError(
+    'endpoints: create, list, get, health, backlog, disable, enable, test or rotate-secret',
+  );
+}
+
+/**
+ * The changes to one endpoint the API offers as actions. `enable` needs the backlog choice spelled out, as the API
+ * does (ADR-14): `--backlog deliver|skip|resume_from` (with `--resume-from <ISO time>`); look at `endpoints
+ * backlog <id>` first.
+ */
+async function endpointAction(sub: string, rest: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parse(
+    rest,
+    {
+      backlog: { type: 'string' },
+      'resume-from': { type: 'string' },
+      type: { type: 'string' },
+      data: { type: 'string' },
+      'overlap-seconds': { type: 'string' },
+    },
+    1,
+  );
+  const id = positionals[0];
+  if (!id) throw new CliUsageError(`endpoints ${sub} <endpoint id>`);
+  const t = apiTarget(values, io, false);
+  const path = `/v1/endpoints/${encodeURIComponent(id)}`;
+  if (sub === 'disable') {
+    print(io, await call(t, 'POST', `${path}/disable`));
+  } else if (sub === 'enable') {
+    const backlog = need(values, 'backlog');
+    const from = str(values['resume-from']);
+    print(io, await call(t, 'POST', `${path}/enable`, { backlog, ...(from ? { resume_from: from } : {}) }));
+  } else if (sub === 'test') {
+    const body = {
+      ...(values.type === undefined ? {} : { type: str(values.type) }),
+      ...(values.data === undefined ? {} : { data: await readData(str(values.data), io) }),
+    };
+    print(io, await call(t, 'POST', `${path}/test`, body));
+  } else {
+    const overlap = integer(values, 'overlap-seconds');
+    print(
+      io,
+      await call(t, 'POST', `${path}/secrets`, overlap === undefined ? {} : { overlap_seconds: overlap }),
+    );
+  }
+  return 0;
 }
 
 export async function eventsCommand(args: string[], io: CliIo): Promise<number> {
