@@ -69,4 +69,39 @@ describe('Maintenance: retention', () => {
     expect(await maintenance.prune()).toEqual({ events: 0, deliveries: 0, attempts: 0, audit: 1_200 });
     expect((await store.auditList({ tenantId: null, limit: 10, cursor: null })).data).toEqual([]);
   });
+
+  it('stops batching after half the maintenance interval, and goes on where it stopped at the next pass', async () => {
+    ts = await createTestStore('sqlite');
+    const { store } = ts;
+    const random = seededRandom(12);
+    const start = Date.UTC(2026, 0, 1);
+    for (let i = 0; i < 1_200; i++) {
+      await store.auditAppend({
+        record: {
+          id: newId('audit', start + i, random.bytes(10)),
+          tenantId: 'ten_x',
+          actor: 'operator',
+          action: 'endpoint.updated',
+          targetType: 'endpoint',
+          targetId: 'ep_x',
+          details: {},
+          createdAt: start + i,
+        },
+      });
+    }
+    // A clock that moves 20 s whenever it is read: with a 60 s interval, the budget (30 s) fits two batches.
+    let now = start + 10 * DAY;
+    const clock = { now: () => (now += 20_000) };
+    const maintenance = new Maintenance({
+      store,
+      clock,
+      random,
+      intervalMs: 60_000,
+      mailer: null,
+      logger: null,
+      retention: { eventsDays: 3, deadLettersDays: 3, attemptsDays: 3, auditDays: 5 },
+    });
+    expect((await maintenance.prune()).audit).toBe(1_000);
+    expect((await maintenance.prune()).audit).toBe(200);
+  });
 });

@@ -28,12 +28,13 @@ const MAIL_CLAIM_MS = 60_000;
 const MAIL_RETRY_BASE_MS = 30_000;
 const MAIL_RETRY_MAX_MS = 3_600_000;
 /**
- * The retention pass deletes in batches of this many of each kind, one short transaction each, and at most
- * RETENTION_BATCHES of them per pass: a backlog of expired rows (retention shortened, or a first run on an old
- * database) drains over several passes rather than holding the database in one long one.
+ * The retention pass deletes in batches of this many of each kind, one short transaction each, batch after batch
+ * while more has expired, for at most half the maintenance interval (and RETENTION_MAX_BATCHES): it keeps up with
+ * as much as the database can delete beside its other work, and a large expired backlog (retention shortened, a
+ * first run on an old database) drains over several passes rather than in one long one.
  */
 const RETENTION_BATCH = 500;
-const RETENTION_BATCHES = 20;
+const RETENTION_MAX_BATCHES = 1_000;
 
 export interface MaintenanceOptions {
   store: Store;
@@ -122,7 +123,8 @@ export class Maintenance {
     const { store, clock, logger } = this.opts;
     const cutoffs = retentionCutoffs(clock.now(), this.opts.retention ?? DEFAULT_RETENTION);
     const total: PruneCounts = { events: 0, deliveries: 0, attempts: 0, audit: 0 };
-    for (let i = 0; i < RETENTION_BATCHES; i++) {
+    const until = clock.now() + this.opts.intervalMs / 2;
+    for (let i = 0; i < RETENTION_MAX_BATCHES && (i === 0 || clock.now() < until); i++) {
       const batch = await store.retentionPrune({
         cutoffs,
         limit: RETENTION_BATCH,
