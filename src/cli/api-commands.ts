@@ -4,10 +4,9 @@
  * Keys are sent as the API expects them: the operator token for tenants and producer keys, a tenant key for
  * endpoints and replay, a producer key for events.
  */
-import { readFileSync } from 'node:fs';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { ApiFailure, apiTarget, call } from './api-client.ts';
-import { CliFailure, type CliIo, CliUsageError } from './io.ts';
+import { CliFailure, type CliIo, CliUsageError, readInput } from './io.ts';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -222,19 +221,11 @@ export async function eventsCommand(args: string[], io: CliIo): Promise<number> 
 async function readData(v: string | undefined, io: CliIo): Promise<unknown> {
   if (v === undefined) return {};
   const text =
-    v === '-' ? (await io.readStdin()).toString('utf8') : v.startsWith('@') ? readText(v.slice(1)) : v;
+    v === '-' || v.startsWith('@') ? (await readInput(v === '-' ? v : v.slice(1), io)).toString('utf8') : v;
   try {
     return JSON.parse(text);
   } catch {
     throw new CliUsageError('--data must be JSON (inline, @file or - for standard input)');
-  }
-}
-
-function readText(path: string): string {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new CliUsageError(`cannot read ${path}: ${(err as Error).message}`);
   }
 }
 

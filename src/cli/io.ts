@@ -2,6 +2,8 @@
  * What a CLI command reads and writes, so that tests can run a command in-process with captured output and a
  * scripted answer to a prompt. `main.ts` wires it to the process.
  */
+import { readFile } from 'node:fs/promises';
+
 export interface CliIo {
   /** Results (JSON, one document per command). */
   out(text: string): void;
@@ -21,3 +23,13 @@ export class CliUsageError extends Error {}
 
 /** A refusal or failure the command reports (exit code 1). */
 export class CliFailure extends Error {}
+
+/** A file's bytes, or standard input's for `-`; an unreadable file is a usage error. */
+export async function readInput(path: string, io: CliIo): Promise<Buffer> {
+  if (path === '-') return io.readStdin();
+  try {
+    return await readFile(path);
+  } catch (err) {
+    throw new CliUsageError(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+}

@@ -3,7 +3,6 @@
  * one of these secrets? The verdict is domain/signature-verify.ts's (the reference verifier's steps, over the
  * signing code Hookrail itself sends with); this file only gathers the inputs and prints the answer.
  */
-import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { parseSecret } from '../domain/signature.ts';
 import {
@@ -12,7 +11,7 @@ import {
   type VerifyResult,
   verifySignature,
 } from '../domain/signature-verify.ts';
-import { type CliIo, CliUsageError } from './io.ts';
+import { type CliIo, CliUsageError, readInput } from './io.ts';
 
 const HELP = `Usage:
   hookrail verify --secret whsec_… [--secret whsec_…] --body <file|->
@@ -126,15 +125,6 @@ function nonNegativeInteger(flag: string, text: string): number {
     throw new CliUsageError(`${flag} must be a whole number of seconds (got ${JSON.stringify(text)})`);
   }
   return n;
-}
-
-async function readInput(path: string, io: CliIo): Promise<Buffer> {
-  if (path === '-') return io.readStdin();
-  try {
-    return await readFile(path);
-  } catch (err) {
-    throw new CliUsageError(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
-  }
 }
 
 /**

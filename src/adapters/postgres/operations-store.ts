@@ -23,7 +23,7 @@ import {
   reassess,
   runtimeAfterEnable,
 } from '../../domain/endpoint-runtime.ts';
-import { ulid } from '../../domain/ids.ts';
+import { idFloor } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
 import { replayStart, singleReplayRefusal } from '../../domain/replay.ts';
 import type { AuditRecord, EndpointRecord } from '../../ports/delivery-store.ts';
@@ -56,9 +56,6 @@ import { createPostgresQueueRebuild } from './queue-rebuild.ts';
 import { createPostgresBulkReplay, insertReplaysSql, LATEST_PENDING_REPLAY } from './replay.ts';
 import { createPostgresRetention } from './retention.ts';
 import { createPostgresTestEvents } from './test-event.ts';
-
-/** Smallest attempt id minted at or after `ms` (ids are time-sortable), for index range scans by time. */
-const attemptIdFloor = (ms: number) => `att_${ulid(Math.max(0, ms), new Uint8Array(10))}`;
 
 /** int8[] comes back as strings (the pool parses only scalar int8 as numbers). */
 const numbers = (xs: Array<number | string>) => xs.map(Number);
@@ -105,7 +102,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
                 ARRAY(SELECT platform_ms FROM recent ORDER BY platform_ms) AS platform_ms,
                 ARRAY(SELECT consumer_ms FROM recent WHERE consumer_ms IS NOT NULL ORDER BY consumer_ms)
                   AS consumer_ms`,
-        [endpointId, attemptIdFloor(since), since],
+        [endpointId, idFloor('attempt', since), since],
       );
       const r = res.rows[0]!;
       return {

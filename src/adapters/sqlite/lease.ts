@@ -272,7 +272,12 @@ export function createLease(st: St) {
       if (claimed) saveRuntime(st, endpointId, runtime);
       // One write of the queue row: its in-flight count, its turn in the rotation, its due time (recomputed after
       // the marks above took the leased deliveries out of the unleased set) and its replay schedule.
-      st(SERVED).run({ n: rows.length, now, id: endpointId, tat: replayPaced(tat, now, replays).tat });
+      st(SERVED).run({
+        n: rows.length,
+        now,
+        id: endpointId,
+        tat: replays > 0 ? replayPaced(tat, now, replays).tat : tat,
+      });
     }
     return out;
   };

@@ -12,7 +12,7 @@ import {
   runtimeAfterEnable,
   runtimeIndexColumns,
 } from '../../domain/endpoint-runtime.ts';
-import { ulid } from '../../domain/ids.ts';
+import { idFloor } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
 import { replayStart, singleReplayRefusal } from '../../domain/replay.ts';
 import type { EndpointRecord, NotificationKind, NotificationRecord } from '../../ports/delivery-store.ts';
@@ -44,9 +44,6 @@ const notificationFromRow = (r: Row): NotificationRecord => ({
   createdAt: r.created_at as number,
   sentAt: (r.sent_at as number | null) ?? null,
 });
-
-/** Smallest attempt id minted at or after `ms` (ids are time-sortable), for index range scans by time. */
-const attemptIdFloor = (ms: number) => `att_${ulid(Math.max(0, ms), new Uint8Array(10))}`;
 
 /**
  * Writes a runtime record and its index columns, and releases `released` in-flight slots in the same write (the
@@ -127,7 +124,7 @@ export function createSqliteOperationsStore(
     async attemptStats({ endpointId, since }) {
       // Counts in SQL; latencies from the newest 1,000 sent attempts only (a busy endpoint's day is large).
       const sent = `endpoint_id = ? AND id >= ? AND (error_class IS NULL OR error_class <> 'circuit_open')`;
-      const floor = attemptIdFloor(since);
+      const floor = idFloor('attempt', since);
       const counts = st(
         `SELECT count(*) AS n, coalesce(sum(outcome = 'delivered'), 0) AS ok FROM attempts WHERE ${sent}`,
       ).get(endpointId, floor) as Row;
