@@ -5,6 +5,7 @@
 
 import { effectiveCircuitState, nextProbeAt } from '../domain/circuit-breaker.ts';
 import { assessHealth, estimateDrainSeconds } from '../domain/endpoint-health.ts';
+import { foldSeries, type SeriesWindow, seriesRange } from '../domain/endpoint-series.ts';
 import { ApiError } from '../domain/errors.ts';
 import { checkDataDepth } from '../domain/event-rules.ts';
 import { newId } from '../domain/ids.ts';
@@ -116,6 +117,41 @@ export async function endpointHealth(deps: OperationsDeps, tenantId: string | nu
             previous: lane.previous,
             draining: lane.draining,
           },
+  };
+}
+
+/**
+ * GET /v1/endpoints/:id/stats: the endpoint's time series over `window`, oldest bucket first, aligned on the epoch,
+ * the last one holding now (domain/endpoint-series.ts: the buckets, and how the backlog history is derived).
+ */
+export async function endpointStats(
+  deps: OperationsDeps,
+  tenantId: string | null,
+  id: string,
+  window: SeriesWindow,
+) {
+  await endpointOr404(deps, tenantId, id);
+  const range = seriesRange(window, deps.clock.now());
+  const sums = await deps.store.endpointSeries({
+    endpointId: id,
+    from: range.from,
+    bucketMs: range.bucketMs,
+  });
+  return {
+    endpoint_id: id,
+    window,
+    bucket_seconds: range.bucketMs / 1000,
+    from: new Date(range.from).toISOString(),
+    to: new Date(range.now).toISOString(),
+    buckets: foldSeries(range, sums).map((b) => ({
+      start: new Date(b.start).toISOString(),
+      attempts: b.attempts,
+      delivered: b.delivered,
+      success_rate_percent: b.successRatePercent,
+      latency_ms: b.latencyMs,
+      dead_lettered: b.deadLettered,
+      backlog: b.backlog,
+    })),
   };
 }
 

@@ -9,6 +9,7 @@
 import { afterEach, beforeEach, describe } from 'vitest';
 import { auditInTransactionConformance } from './operations/audit-in-transaction.ts';
 import { autoDisableConformance } from './operations/auto-disable.ts';
+import { endpointSeriesConformance } from './operations/endpoint-series.ts';
 import { createOperationsHarness } from './operations/harness.ts';
 import { notificationsConformance } from './operations/notifications.ts';
 import { queueRebuildConformance } from './operations/queue-rebuild.ts';
@@ -39,6 +40,7 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
     auditInTransactionConformance({ h, test });
     retentionConformance({ h, test });
     queueRebuildConformance({ h, test, rawSql: opts.rawSql });
+    endpointSeriesConformance({ h, test });
   });
 
   checkSkips();

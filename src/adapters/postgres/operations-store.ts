@@ -50,6 +50,7 @@ import {
   toPage,
   where,
 } from './delivery-store.ts';
+import { createPostgresEndpointSeries } from './endpoint-series.ts';
 import { createPostgresLanes } from './lanes.ts';
 import { createPostgresNotifications } from './notifications-store.ts';
 import { createPostgresQueueRebuild } from './queue-rebuild.ts';
@@ -70,6 +71,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
     ...createPostgresTestEvents({ query, tx }),
     ...createPostgresRetention({ query, tx }),
     ...createPostgresQueueRebuild({ query, tx }),
+    ...createPostgresEndpointSeries({ query, tx }),
     async endpointRuntime({ endpointId }) {
       const res = await query<{ inflight: number; runtime: string | null }>(
         'SELECT inflight, runtime FROM endpoint_queue WHERE endpoint_id = $1',

@@ -19,6 +19,7 @@ import type { EndpointRecord, NotificationKind, NotificationRecord } from '../..
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { auditFromRow, insertAudit, writeAudit } from './audit.ts';
 import { deliveryFromRow, endpointFromRow } from './delivery-store.ts';
+import { createSqliteEndpointSeries } from './endpoint-series.ts';
 import { createSqliteLanes } from './lanes.ts';
 import { createSqliteQueueRebuild } from './queue-rebuild.ts';
 import { createSqliteBulkReplay, INSERT_REPLAY, LATEST_PENDING_REPLAY } from './replay.ts';
@@ -109,6 +110,7 @@ export function createSqliteOperationsStore(
     ...createSqliteTestEvents(db, st, refreshDue),
     ...createSqliteRetention(db, st),
     ...createSqliteQueueRebuild(db, st),
+    ...createSqliteEndpointSeries(st),
     async endpointRuntime({ endpointId }) {
       const r = st('SELECT inflight, runtime FROM endpoint_queue WHERE endpoint_id = ?').get(endpointId) as
         | Row

@@ -10,6 +10,7 @@ import {
   enableEndpoint,
   endpointBacklog,
   endpointHealth,
+  endpointStats,
   type OperationsDeps,
   replayDelivery,
   replayEndpoint,
@@ -17,6 +18,7 @@ import {
   setNotificationChannel,
 } from '../../app/endpoint-operations.ts';
 import { requireTenant } from '../../app/manage-endpoints.ts';
+import type { SeriesWindow } from '../../domain/endpoint-series.ts';
 import { ApiError } from '../../domain/errors.ts';
 import { REPLAY_CONFIRM_ABOVE, REPLAY_RATE_PER_SECOND, type ReplayableStatus } from '../../domain/replay.ts';
 import type { AuditRecord, BacklogChoice, NotificationRecord } from '../../ports/delivery-store.ts';
@@ -34,6 +36,7 @@ import {
   TestEventSent,
 } from '../control-schemas.ts';
 import { errorResponses, IdParams, iso, ListQuery, listOf } from '../schemas.ts';
+import { EndpointStats, StatsQuery } from '../stats-schemas.ts';
 import { deliveryJson } from './deliveries.ts';
 import { endpointJson } from './endpoints.ts';
 
@@ -199,6 +202,25 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
       },
     },
     async (req) => endpointHealth(deps, readScope(req.principal), req.params.id),
+  );
+
+  app.get<{ Params: { id: string }; Querystring: { window: SeriesWindow } }>(
+    '/v1/endpoints/:id/stats',
+    {
+      schema: {
+        summary:
+          'Endpoint time series for charts: attempts, success rate, latency split, dead letters, backlog',
+        description:
+          'Buckets aligned on the Unix epoch, oldest first; the last one holds now. `window` (default `24h`): `1h` ' +
+          '(12 × 5 min), `24h` (24 × 1 h) or `7d` (28 × 6 h). The backlog of each bucket is derived from the ' +
+          'deliveries pending now and when deliveries were created and finished since (docs/failure-handling.md).',
+        tags: ['failure-handling'],
+        params: IdParams,
+        querystring: StatsQuery,
+        response: { 200: EndpointStats, ...errorResponses(400, 401, 403, 404) },
+      },
+    },
+    async (req) => endpointStats(deps, readScope(req.principal), req.params.id, req.query.window),
   );
 
   app.get<{ Params: { id: string } }>(
