@@ -24,6 +24,7 @@ import type { KeyService } from '../ports/key-service.ts';
 import type { Metrics } from '../ports/metrics.ts';
 import { type Store, StoreUnavailableError } from '../ports/store.ts';
 import { bodyOptional } from './control-schemas.ts';
+import { consoleRoutes } from './routes/console.ts';
 import { deliveryRoutes } from './routes/deliveries.ts';
 import { egressRangeRoutes } from './routes/egress-ranges.ts';
 import { endpointRoutes } from './routes/endpoints.ts';
@@ -252,6 +253,7 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     await app.register(publicRoutes());
     await app.register(egressRangeRoutes(deps));
     await app.register(operationsRoutes(deps));
+    await app.register(consoleRoutes());
   }
   await app.register(eventRoutes(deps));
   return app;
