@@ -75,10 +75,14 @@ describe.skipIf(skip)('web console', () => {
     return r.body.id as string;
   };
 
-  /** Resolves the open dialog with the button named `label`. */
+  /**
+   * Resolves the open dialog with the button named `label`, and waits for that dialog (not the next one an
+   * action may open at once, such as the new secret's) to go.
+   */
   const answer = async (label: string) => {
-    await page.locator('dialog[open]').getByRole('button', { name: label, exact: true }).click();
-    await page.locator('dialog[open]').waitFor({ state: 'detached' });
+    const dialog = (await page.locator('dialog[open]').elementHandle())!;
+    await (await dialog.$(`button:text-is("${label}")`))!.click();
+    await dialog.waitForElementState('hidden');
   };
 
   let secret: string;
