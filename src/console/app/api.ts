@@ -25,11 +25,12 @@ export const session = {
 export const SIGNED_OUT = 'hookrail:signed-out';
 
 export async function api<T>(
-  method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
   path: string,
   body?: unknown,
+  extra: Record<string, string> = {},
 ): Promise<T> {
-  const headers: Record<string, string> = { accept: 'application/json' };
+  const headers: Record<string, string> = { accept: 'application/json', ...extra };
   const key = session.key();
   if (key) headers.authorization = `Bearer ${key}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
@@ -74,6 +75,7 @@ export interface Endpoint {
   event_types: string[];
   ordering: string;
   max_concurrency: number;
+  headers: Record<string, string>;
   status: 'enabled' | 'disabled';
   disabled_reason: string | null;
   created_at: string;
@@ -179,4 +181,32 @@ export interface Replayed {
   count: number;
   more: boolean;
   estimated_seconds: number;
+}
+
+export interface SecretMetadata {
+  id: string;
+  created_at: string;
+  active_from: string;
+  active_until: string | null;
+}
+
+export interface AuditEvent {
+  id: string;
+  actor: string;
+  action: string;
+  target_type: string;
+  target_id: string;
+  details: Record<string, unknown>;
+  created_at: string;
+}
+
+export interface Notification {
+  id: string;
+  endpoint_id: string | null;
+  kind: string;
+  subject: string;
+  body: string;
+  email_to: string | null;
+  status: string;
+  created_at: string;
 }

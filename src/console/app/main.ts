@@ -4,6 +4,7 @@
  */
 import { api, SIGNED_OUT, session } from './api.ts';
 import { h, replace } from './dom.ts';
+import { activityView } from './views/activity.ts';
 import { message } from './views/common.ts';
 import { deliveryView } from './views/delivery.ts';
 import { endpointView } from './views/endpoint.ts';
@@ -74,6 +75,7 @@ async function route(): Promise<void> {
   try {
     if (parts[0] === 'endpoints' && parts[1]) await endpointView(target, parts[1], query);
     else if (parts[0] === 'deliveries' && parts[1]) await deliveryView(target, parts[1], query);
+    else if (parts[0] === 'activity') await activityView(target);
     else await endpointsView(target);
   } catch (e) {
     replace(target, h('p', { class: 'notice error', role: 'alert' }, message(e)));

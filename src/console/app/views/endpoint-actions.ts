@@ -26,7 +26,7 @@ async function sendTest(e: Endpoint, status: HTMLElement) {
   notice(status, 'ok', 'Test event sent: ', link(`#/deliveries/${sent.delivery.id}`, sent.delivery.id), '.');
 }
 
-async function rotate(e: Endpoint, status: HTMLElement) {
+async function rotate(e: Endpoint, status: HTMLElement, done: Done) {
   const overlap = h(
     'select',
     { name: 'overlap' },
@@ -66,6 +66,7 @@ async function rotate(e: Endpoint, status: HTMLElement) {
       : h('p', { class: 'muted' }, 'The previous secret no longer signs.'),
   ]);
   notice(status, 'ok', 'Secret rotated.');
+  done();
 }
 
 async function disable(e: Endpoint, status: HTMLElement, done: Done) {
@@ -207,7 +208,7 @@ export function actionBar(e: Endpoint, status: HTMLElement, done: Done): HTMLEle
     'div',
     { class: 'actions' },
     button('Send test event', () => sendTest(e, status)),
-    button('Rotate secret', () => rotate(e, status)),
+    button('Rotate secret', () => rotate(e, status, done)),
     button('Replay dead letters', () => replay(e, status, done)),
     e.status === 'enabled'
       ? button('Disable', () => disable(e, status, done), 'danger')

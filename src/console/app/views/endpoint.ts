@@ -5,6 +5,7 @@ import { age, count, ms, pct, time } from '../format.ts';
 import { badge, facts, message, notice, run, table } from './common.ts';
 import { actionBar } from './endpoint-actions.ts';
 import { chartsSection, WINDOWS, type Window } from './endpoint-charts.ts';
+import { secretsCard, settingsCard } from './endpoint-settings.ts';
 
 const STATUSES = ['', 'pending', 'delivered', 'dead', 'cancelled', 'skipped'];
 
@@ -132,6 +133,7 @@ export async function endpointView(main: HTMLElement, id: string, query: URLSear
     api<Health>('GET', `/v1/endpoints/${id}/health`),
   ]);
   const status = h('div', { 'data-status': true });
+  const secrets = h('section', { class: 'card' }, h('p', { class: 'muted' }, 'Loading secrets…'));
   // Draws the page again from the server's state after an action changed it (the action's notice is kept).
   const refresh = () => {
     const kept = [...status.childNodes];
@@ -159,6 +161,12 @@ export async function endpointView(main: HTMLElement, id: string, query: URLSear
     healthCard(health),
     charts,
     deliveriesSection(endpoint, status),
+    settingsCard(endpoint, status, refresh),
+    secrets,
+  );
+  secretsCard(endpoint, status, refresh).then(
+    (section) => secrets.replaceWith(section),
+    (e) => replace(secrets, h('p', { class: 'error' }, `Secrets: ${message(e)}`)),
   );
   chartsSection(id, window).then(
     (section) => charts.replaceWith(section),
