@@ -17,6 +17,8 @@ export interface AcceptEventInput {
   data: Record<string, unknown>;
   resourceId: string | null;
   idempotencyKey: string | null;
+  /** The producer's traceparent, already parsed (domain/trace-context.ts); null: none or invalid. */
+  traceParent?: string | null;
 }
 
 export interface AcceptEventDeps {
@@ -50,6 +52,7 @@ export async function acceptEvent(
     idempotencyKey: input.idempotencyKey,
     requestHash: input.idempotencyKey === null ? null : eventRequestHash(input.type, input.resourceId, data),
     createdAt: now,
+    traceParent: input.traceParent ?? null,
   });
   if (outcome.kind === 'key_conflict') {
     throw new ApiError('idempotency_key_reused', undefined, { event_id: outcome.event.id });

@@ -70,7 +70,8 @@ export interface DeliveryRecord {
 export interface LeasedDelivery {
   delivery: DeliveryRecord;
   endpoint: { id: string; tenantId: string; url: string; headers: Record<string, string> };
-  event: { id: string; type: string; createdAt: number; data: string };
+  /** `traceParent`: the producer's, when it sent one (the attempt's span joins that trace). */
+  event: { id: string; type: string; createdAt: number; data: string; traceParent?: string | null };
   leaseUntil: number;
   /**
    * What the circuit decided in the leasing transaction: `send` normally; `probe` — the one request allowed while

@@ -66,6 +66,11 @@ export interface NewEvent {
   /** SHA-256 of the request's (type, resource_id, data); tells a true retry from a key reused for another request. */
   requestHash: string | null;
   createdAt: number;
+  /**
+   * The producer's W3C traceparent (domain/trace-context.ts parseTraceparent), kept for the attempts' spans.
+   * Absent or null: none. Written with the event, read back only by the lease.
+   */
+  traceParent?: string | null;
 }
 
 export interface EventRecord extends NewEvent {}

@@ -5,8 +5,9 @@
  *
  * Callers report work that has finished, with the start and end they measured on their own clock, rather than
  * holding a span open while it runs: an attempt in flight costs nothing here, and the times in a trace are the
- * times in the attempt log. A span therefore has millisecond precision (the clock's). Every span is a root: no
- * trace context crosses from the producer's request, through the database, to the delivery (docs/operations.md).
+ * times in the attempt log. A span therefore has millisecond precision (the clock's). An attempt's span is a child
+ * of the producer's span when the event came with a W3C traceparent (kept with the event, read back by the lease);
+ * every other span is a root (docs/operations.md).
  */
 import type { AttemptCompletion, LeasedDelivery } from './delivery-store.ts';
 

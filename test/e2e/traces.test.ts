@@ -204,6 +204,89 @@ describe.each(STORE_KINDS)('traces on %s', (kind) => {
   });
 });
 
+describe.each(STORE_KINDS)('the producer’s traceparent on %s', (kind) => {
+  const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
+  const PRODUCER_SPAN = '00f067aa0ba902b7';
+
+  it('makes every attempt of its event a child of the producer’s span; an unsampled one is followed, an invalid one ignored', {
+    timeout: 30_000,
+  }, async () => {
+    const collector = await OtlpCollector.start();
+    const receiver = await Receiver.start();
+    // The first attempt of the sampled event fails, so the event has two attempts: both join the trace.
+    let failed = false;
+    receiver.answer((req) => {
+      if (failed || !req.body.toString().includes('"retry"')) return { status: 204 };
+      failed = true;
+      return { status: 503 };
+    });
+    const t = await createTestApp(kind, {
+      roles: [...ALL_ROLES],
+      env: {
+        HOOKRAIL_ALLOW_NETWORKS: '127.0.0.0/8',
+        HOOKRAIL_POLL_MS: '10',
+        OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint,
+      },
+    });
+    let [sampled, unsampled, invalid, none] = ['', '', '', ''];
+    try {
+      const tenant = (await t.request({ method: 'POST', url: '/v1/tenants', body: { name: 'Acme' } })).body;
+      const ep = await t.request({
+        method: 'POST',
+        url: '/v1/endpoints',
+        token: tenant.tenant_key,
+        body: { url: receiver.url(), event_types: ['*'] },
+      });
+      const send = async (data: Record<string, unknown>, traceparent?: string) => {
+        const res = await t.request({
+          method: 'POST',
+          url: '/v1/events',
+          body: { tenant_id: tenant.id, type: 'order.created', data },
+          headers: traceparent ? { traceparent } : {},
+        });
+        expect(res.status).toBe(202);
+        return res.body.id as string;
+      };
+      sampled = await send({ retry: true }, `00-${TRACE}-${PRODUCER_SPAN}-01`);
+      unsampled = await send({ n: 2 }, `00-${'1'.repeat(32)}-${'2'.repeat(16)}-00`);
+      invalid = await send({ n: 3 }, `00-${TRACE}-${'0'.repeat(16)}-01`);
+      none = await send({ n: 4 });
+      // The sampled event's retry is due within seconds (full jitter on 5 s at most).
+      await waitFor(() => receiver.received().length >= 5, 20_000, 'five requests');
+      await waitFor(
+        async () =>
+          (
+            await t.request({
+              method: 'GET',
+              url: `/v1/endpoints/${ep.body.id}/deliveries?status=delivered`,
+              token: tenant.tenant_key,
+            })
+          ).body.data.length === 4,
+        10_000,
+        'four delivered',
+      );
+    } finally {
+      await t.close();
+    }
+    const spans = collector.named(SPAN_ATTEMPT);
+    const of = (eventId: string) => spans.filter((s) => s.attributes['hookrail.event.id'] === eventId);
+    expect(of(sampled)).toHaveLength(2);
+    for (const s of of(sampled)) {
+      expect(s.traceId).toBe(TRACE);
+      expect(s.parentSpanId).toBe(PRODUCER_SPAN);
+    }
+    // Not sampled by the producer: the default parent-based sampler records nothing for it.
+    expect(of(unsampled)).toHaveLength(0);
+    for (const e of [invalid, none]) {
+      expect(of(e)).toHaveLength(1);
+      expect(of(e)[0]!.parentSpanId).toBeUndefined();
+      expect(of(e)[0]!.traceId).not.toBe(TRACE);
+    }
+    await collector.close();
+    await receiver.close();
+  });
+});
+
 describe('traces off', () => {
   it('without an OTLP endpoint no tracer is created', async () => {
     expect(loadConfig({}).otlpTracesEndpoint).toBeNull();

@@ -161,10 +161,13 @@ async function insertEvents(client: TxClient, evs: NewEvent[]): Promise<void> {
   const col = <K extends keyof NewEvent>(k: K) => evs.map((e) => e[k]);
   await client.query(
     `WITH ins AS (
-       INSERT INTO events (${EVENT_COLUMNS})
-       SELECT u.id, u.tenant_id, u.type, u.resource_id, u.data, u.idempotency_key, u.request_hash, u.created_at
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], ${jsonTexts('$5')}, $6::text[], $7::text[], $8::bigint[])
-              WITH ORDINALITY AS u(id, tenant_id, type, resource_id, data, idempotency_key, request_hash, created_at, ord)
+       INSERT INTO events (${EVENT_COLUMNS}, trace_parent)
+       SELECT u.id, u.tenant_id, u.type, u.resource_id, u.data, u.idempotency_key, u.request_hash, u.created_at,
+              u.trace_parent
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], ${jsonTexts('$5')}, $6::text[], $7::text[], $8::bigint[],
+                     $9::text[])
+              WITH ORDINALITY AS u(id, tenant_id, type, resource_id, data, idempotency_key, request_hash, created_at,
+                                   trace_parent, ord)
         ORDER BY u.ord
        RETURNING seq, id, tenant_id, created_at
      )
@@ -179,6 +182,7 @@ async function insertEvents(client: TxClient, evs: NewEvent[]): Promise<void> {
       col('idempotencyKey'),
       col('requestHash'),
       col('createdAt'),
+      evs.map((e) => e.traceParent ?? null),
     ],
   );
 }

@@ -9,7 +9,7 @@ import type { TxRunner } from './migrate.ts';
 import { type Db, recomputeDue } from './query-helpers.ts';
 import { DELIVERY_COLUMNS, type DeliveryRow, prefixed, runtimeColumns, toDelivery } from './rows.ts';
 
-type PickedRow = DeliveryRow & { ev_data: string; ev_created_at: number };
+type PickedRow = DeliveryRow & { ev_data: string; ev_created_at: number; ev_trace_parent: string | null };
 
 interface Candidate {
   endpoint_id: string;
@@ -80,8 +80,8 @@ export async function pickDue(
   // per connection (lease): joined plainly, a plan made while `events` was small hashed a scan of all of it.
   const [cols, join] = withEvent
     ? [
-        ', ev.data AS ev_data, ev.created_at AS ev_created_at',
-        'CROSS JOIN LATERAL (SELECT data, created_at FROM events WHERE seq = cut.seq OFFSET 0) ev',
+        ', ev.data AS ev_data, ev.created_at AS ev_created_at, ev.trace_parent AS ev_trace_parent',
+        'CROSS JOIN LATERAL (SELECT data, created_at, trace_parent FROM events WHERE seq = cut.seq OFFSET 0) ev',
       ]
     : ['', ''];
   // Due rows of one kind (not replays: $7, replays: $8 and the endpoint's replay_room, each at most its budget):
@@ -369,7 +369,13 @@ export async function lease(
           mode: modes[i]!,
           delivery,
           endpoint,
-          event: { id: r.event_id, type: r.event_type, createdAt: r.ev_created_at, data: r.ev_data },
+          event: {
+            id: r.event_id,
+            type: r.event_type,
+            createdAt: r.ev_created_at,
+            data: r.ev_data,
+            traceParent: r.ev_trace_parent,
+          },
           leaseUntil,
         };
       });

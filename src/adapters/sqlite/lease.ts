@@ -35,7 +35,7 @@ export function laneCondition(lanes: LaneBinding | undefined): string {
 
 /**
  * The delivery columns a due-row read returns, as arrays in this order (dueDelivery maps them), then with
- * `withEvent` the event's data and creation time. Arrays, not objects: on Node 20 better-sqlite3 builds a row
+ * `withEvent` the event's data, creation time and traceparent. Arrays, not objects: on Node 20 better-sqlite3 builds a row
  * object one property at a time through the V8 API (a name lookup and a map transition per column). Measured
  * (docs/benchmarks-delivery-log.md, nineteenth round): 3.2–3.8 µs per row read as an array and mapped by a
  * literal, against 6.2–7.2 µs as an object (the 21 columns of `d.*` then). One due row is read per leased delivery.
@@ -48,6 +48,7 @@ const REPLAYED_FROM = 13;
 const LEASE_OWNER = 16;
 const EVENT_DATA = 17;
 const EVENT_CREATED_AT = 18;
+const EVENT_TRACE_PARENT = 19;
 
 /** A due row (DUE_COLUMNS, then the event's columns when read withEvent). */
 export type DueRow = unknown[];
@@ -125,7 +126,7 @@ export function dueRows(
 
 // The due-row reads' texts, made once (each lease reads per endpoint, and the statement cache is keyed by the text).
 // By the event's rowid (`seq`; replays copy it with the event id): one B-tree lookup instead of two through the id.
-const eventColumns = (withEvent: boolean) => (withEvent ? ', ev.data, ev.created_at' : '');
+const eventColumns = (withEvent: boolean) => (withEvent ? ', ev.data, ev.created_at, ev.trace_parent' : '');
 const eventJoin = (withEvent: boolean) => (withEvent ? 'JOIN events ev ON ev.seq = d.event_seq' : '');
 const headSql = (withEvent: boolean) =>
   `SELECT ${DUE_COLUMNS}${eventColumns(withEvent)} FROM deliveries d ${eventJoin(withEvent)}
@@ -264,6 +265,7 @@ export function createLease(st: St) {
             type: delivery.eventType,
             createdAt: r[EVENT_CREATED_AT] as number,
             data: r[EVENT_DATA] as string,
+            traceParent: r[EVENT_TRACE_PARENT] as string | null,
           },
           leaseUntil,
         });

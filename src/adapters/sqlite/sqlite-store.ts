@@ -147,9 +147,20 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
   const insertEvent = (e: NewEvent) => {
     // Fan-out takes it by its seq (fanout.ts; migration 0010): nothing else to write.
     st(
-      `INSERT INTO events (id, tenant_id, type, resource_id, data, idempotency_key, request_hash, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(e.id, e.tenantId, e.type, e.resourceId, e.data, e.idempotencyKey, e.requestHash, e.createdAt);
+      `INSERT INTO events (id, tenant_id, type, resource_id, data, idempotency_key, request_hash, created_at,
+         trace_parent)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(
+      e.id,
+      e.tenantId,
+      e.type,
+      e.resourceId,
+      e.data,
+      e.idempotencyKey,
+      e.requestHash,
+      e.createdAt,
+      e.traceParent ?? null,
+    );
   };
 
   // Runs inside a transaction (turn-commit.ts).

@@ -13,7 +13,17 @@
  *
  * No auto-instrumentation: it would patch node:http and undici, under the delivery client's timing.
  */
-import { type Attributes, type HrTime, SpanKind, SpanStatusCode, type Tracer } from '@opentelemetry/api';
+import {
+  type Attributes,
+  type Context,
+  type HrTime,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  TraceFlags,
+  type Tracer,
+  trace,
+} from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
   defaultResource,
@@ -33,12 +43,28 @@ import {
   ATTR_SERVICE_VERSION,
   ATTR_URL_FULL,
 } from '@opentelemetry/semantic-conventions';
+import { traceParentParts } from '../../domain/trace-context.ts';
 import type { AttemptCompletion, LeasedDelivery } from '../../ports/delivery-store.ts';
 import type { TracedError, Tracing } from '../../ports/tracing.ts';
 
 export const SPAN_ATTEMPT = 'hookrail.delivery.attempt';
 export const SPAN_INTAKE_BATCH = 'hookrail.intake.batch';
 export const SPAN_FANOUT_PASS = 'hookrail.fanout.pass';
+
+/**
+ * The producer's span (its traceparent, kept with the event) as the remote parent of each attempt's span: every
+ * attempt of the event, retries and replays included, is a child of it. The SDK's default sampler is parent-based,
+ * so an attempt follows the producer's sampled flag unless OTEL_TRACES_SAMPLER says otherwise.
+ */
+function producerContext(traceParent: string): Context {
+  const p = traceParentParts(traceParent);
+  return trace.setSpanContext(ROOT_CONTEXT, {
+    traceId: p.traceId,
+    spanId: p.spanId,
+    traceFlags: p.flags & TraceFlags.SAMPLED,
+    isRemote: true,
+  });
+}
 
 export interface OtelTracingOptions {
   /** The OTLP/HTTP traces URL (config.otlpTracesEndpoint). */
@@ -95,11 +121,11 @@ class OtelTracing implements Tracing {
     // A `circuit_open` attempt sent nothing: an internal span without the HTTP client attributes.
     const sent = a.errorClass !== 'circuit_open';
     if (sent) addHttpClientAttributes(attributes, a.url, a.attemptNo, a.statusCode, a.outcome, a.errorClass);
-    const span = this.tracer.startSpan(SPAN_ATTEMPT, {
-      kind: sent ? SpanKind.CLIENT : SpanKind.INTERNAL,
-      startTime: hrTime(a.startedAt),
-      attributes,
-    });
+    const span = this.tracer.startSpan(
+      SPAN_ATTEMPT,
+      { kind: sent ? SpanKind.CLIENT : SpanKind.INTERNAL, startTime: hrTime(a.startedAt), attributes },
+      event.traceParent ? producerContext(event.traceParent) : ROOT_CONTEXT,
+    );
     if (a.outcome !== 'delivered') {
       span.setStatus({
         code: SpanStatusCode.ERROR,

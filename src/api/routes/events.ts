@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { acceptEvent } from '../../app/accept-event.ts';
 import { readScope } from '../../app/auth.ts';
 import { ApiError } from '../../domain/errors.ts';
+import { parseTraceparent } from '../../domain/trace-context.ts';
 import type { EventRecord } from '../../ports/store.ts';
 import type { ApiDeps } from '../build-api.ts';
 import {
@@ -39,7 +40,8 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
             'Answers 202 only after the event is durable. An `Idempotency-Key` header makes retries safe: the same ' +
             'key for the same tenant within 24 h answers with the original event, the same 202, marked ' +
             '`idempotent-replayed: true` (as Stripe replays an idempotent answer: a producer that checks for 202 ' +
-            'treats a safe retry as the success it is).',
+            'treats a safe retry as the success it is). A W3C `traceparent` header is kept with the event: with ' +
+            'tracing on, each delivery attempt is a span in that trace. An invalid one is ignored.',
           tags: ['events'],
           body: EventCreate,
           response: {
@@ -60,6 +62,10 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
           data: req.body.data,
           resourceId: req.body.resource_id ?? null,
           idempotencyKey: header ?? null,
+          // An invalid or repeated traceparent is ignored, as W3C Trace Context asks: never a reason to refuse.
+          traceParent: parseTraceparent(
+            typeof req.headers.traceparent === 'string' ? req.headers.traceparent : null,
+          ),
         });
         if (replayed) reply.header('idempotent-replayed', 'true');
         else deps.metrics?.eventAccepted();

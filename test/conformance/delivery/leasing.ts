@@ -24,7 +24,13 @@ export function leasingConformance({ h, test }: DeliverySection): void {
       expect(leased).toHaveLength(1);
       const l = leased[0]!;
       expect(l.endpoint).toEqual({ id: ep.id, tenantId: t.id, url: ep.url, headers: { 'x-k': 'v' } });
-      expect(l.event).toEqual({ id: ev!.id, type: 'order.created', createdAt: NOW, data: ev!.data });
+      expect(l.event).toEqual({
+        id: ev!.id,
+        type: 'order.created',
+        createdAt: NOW,
+        data: ev!.data,
+        traceParent: null,
+      });
       expect(l.leaseUntil).toBe(NOW + SECOND + LEASE_MS);
       expect(l.delivery).toMatchObject({
         eventId: ev!.id,
@@ -35,6 +41,29 @@ export function leasingConformance({ h, test }: DeliverySection): void {
       expect(await h.store.deliveryGet({ id: l.delivery.id, tenantId: t.id })).toEqual(l.delivery);
       // Leased: not leased again.
       expect(await lease({ owner: 'w2', now: NOW + 2 * SECOND })).toEqual([]);
+    });
+
+    test('an event’s traceparent comes back with its leased deliveries, replays included', async () => {
+      const t = await newTenant();
+      await newEndpoint(t.id, { url: 'https://example.com/in' });
+      const traceParent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+      const ev = { ...eventRecord(t.id, 'order.created', NOW), traceParent };
+      await h.store.eventInsertBatch({ events: [ev], now: NOW, idempotencyWindowMs: WINDOW });
+      await h.store.fanoutRun({ now: NOW, limit: 1_000, ids });
+      const [l] = await lease({ now: NOW + SECOND });
+      expect(l!.event.traceParent).toBe(traceParent);
+      await complete(l!, { status: 'delivered' }, NOW + 2 * SECOND);
+      const replay = await h.store.deliveryReplay({
+        id: l!.delivery.id,
+        tenantId: t.id,
+        now: NOW + 3 * SECOND,
+        ratePerSecond: 10,
+        ids,
+      });
+      expect(replay).toMatchObject({ replayedFrom: l!.delivery.id });
+      const [r] = await lease({ now: NOW + 4 * SECOND });
+      expect(r!.delivery.replayedFrom).toBe(l!.delivery.id);
+      expect(r!.event.traceParent).toBe(traceParent);
     });
 
     test('deliveryLease respects max_concurrency', async () => {
