@@ -16,6 +16,9 @@ import { waitFor } from '../support/wait.ts';
 
 const skip = browserMissing() !== null;
 const ROLES = ['intake', 'control', 'fanout', 'delivery', 'replay', 'maintenance'] as const;
+// Strangers choose what endpoints answer and tenants what they type: both must reach the page as text only.
+const HOSTILE_BODY = '<script>window.pwned = "response"</script><img src=x onerror="window.pwned = 1">';
+const HOSTILE_DESCRIPTION = '<img src=x onerror="window.pwned = 2"> orders';
 
 describe.skipIf(skip)('web console', () => {
   let t: TestApp;
@@ -34,7 +37,7 @@ describe.skipIf(skip)('web console', () => {
     receiver = await Receiver.start();
     // Rejections are permanent failures: dead-lettered at once, so the test needs no retry wait.
     receiver.answer((req) =>
-      req.body.toString().includes('order.rejected') ? { status: 410, body: 'gone' } : { status: 204 },
+      req.body.toString().includes('order.rejected') ? { status: 410, body: HOSTILE_BODY } : { status: 204 },
     );
     t = await createTestApp('sqlite', {
       roles: [...ROLES],
@@ -117,7 +120,7 @@ describe.skipIf(skip)('web console', () => {
 
   it('registers an endpoint and shows its secret once; deliveries verify with that secret', async () => {
     await page.getByLabel('URL').fill(receiver.url());
-    await page.getByLabel('Description').fill('orders');
+    await page.getByLabel('Description').fill(HOSTILE_DESCRIPTION);
     await page.getByRole('button', { name: 'Create endpoint' }).click();
     secret = (await page.getByTestId('new-secret').textContent())!;
     expect(secret).toMatch(/^whsec_/);
@@ -125,6 +128,8 @@ describe.skipIf(skip)('web console', () => {
     const row = page.getByTestId('endpoints').locator('tbody tr');
     await expect.poll(() => row.count()).toBe(1);
     endpointId = (await row.getByRole('link').getAttribute('href'))!.split('/').at(-1)!;
+    expect(await row.textContent()).toContain(HOSTILE_DESCRIPTION);
+    expect(await page.locator('main img').count()).toBe(0);
 
     for (const type of ['order.created', 'order.created', 'order.paid', 'order.rejected']) await send(type);
     await waitFor(() => receiver.received().length === 4, 15_000);
@@ -161,7 +166,9 @@ describe.skipIf(skip)('web console', () => {
     expect(JSON.parse((await page.getByTestId('request-body').textContent())!)).toEqual(
       JSON.parse(rejected.body.toString()),
     );
-    expect(await page.getByTestId('response-body').textContent()).toBe('gone');
+    expect(await page.getByTestId('response-body').textContent()).toBe(HOSTILE_BODY);
+    expect(await page.locator('main img, main script').count()).toBe(0);
+    expect(await page.evaluate(() => (window as unknown as { pwned?: unknown }).pwned)).toBeUndefined();
     expect(await inspector.textContent()).toContain('410');
     const curl = (await page.getByTestId('curl').textContent())!;
     expect(curl).toContain(`-H 'webhook-id: ${rejected.headers['webhook-id']}'`);
@@ -278,9 +285,62 @@ describe.skipIf(skip)('web console', () => {
     }
   });
 
+  it('asks again, with the count, before replaying more than 100 deliveries', {
+    timeout: 90_000,
+  }, async () => {
+    // Delivered ones (replaying dead letters would need 101 of them, and the circuit opens long before).
+    await Promise.all(Array.from({ length: 101 }, () => send('order.created')));
+    // All of them delivered (nothing pending), so the count asked about cannot grow before the confirmation.
+    const count = async (status: string) =>
+      (
+        await t.request({
+          method: 'GET',
+          url: `/v1/endpoints/${endpointId}/deliveries?status=${status}&limit=500`,
+          token: tenantKey,
+        })
+      ).body.data.length;
+    await waitFor(
+      async () => (await count('pending')) === 0 && (await count('delivered')) > 101,
+      60_000,
+      'deliveries',
+    );
+    await page.goto(`${base}/console/#/endpoints/${endpointId}`);
+    await page.getByRole('button', { name: 'Replay…' }).click();
+    await page.locator('dialog[open]').getByLabel('Replay').selectOption('delivered');
+    await answer('Replay');
+    const again = page.locator('dialog[open]');
+    const title = (await again.getByRole('heading').textContent())!;
+    const n = Number(/^Replay (\d+) deliveries\?$/.exec(title)?.[1]);
+    expect(n).toBeGreaterThan(101);
+    await answer(`Replay ${n}`);
+    await page.getByText(`${n} replays queued`).waitFor();
+    const replayed = await t.request({
+      method: 'GET',
+      url: `/v1/endpoints/${endpointId}/deliveries?status=pending&limit=500`,
+      token: tenantKey,
+    });
+    expect(
+      replayed.body.data.filter((d: { replayed_from: string | null }) => d.replayed_from).length,
+    ).toBeGreaterThan(0);
+  });
+
+  it('refuses a link whose id is not an id, without calling the API with it', async () => {
+    const asked: string[] = [];
+    const listen = (r: { url(): string }) => asked.push(new URL(r.url()).pathname);
+    page.on('request', listen);
+    await page.goto(`${base}/console/#/endpoints/..%2Fdeliveries%2Fdlv_1`);
+    await page.getByText('No such page.').waitFor();
+    page.off('request', listen);
+    expect(asked.filter((p) => p.includes('deliveries'))).toEqual([]);
+  });
+
   it('ran without a page error or a policy violation, and no request was refused but the wrong key', () => {
     expect(problems).toEqual([]);
     // The wrong key, and the URL change sent first without a step-up token.
-    expect(refused).toEqual(['401 GET /v1/endpoints', `403 PATCH /v1/endpoints/${endpointId}`]);
+    expect(refused).toEqual([
+      '401 GET /v1/endpoints',
+      `403 PATCH /v1/endpoints/${endpointId}`,
+      `409 POST /v1/endpoints/${endpointId}/replay`,
+    ]);
   });
 });

@@ -62,6 +62,8 @@ export function barChart(o: {
   unit: string;
   max?: number;
   format: (v: number) => string;
+  /** Class of the mark drawn for a value of 0 (a 0% hour must not look like an idle one); none: nothing drawn. */
+  zero?: string;
 }): HTMLElement {
   const n = o.labels.length;
   const totals = o.labels.map((_, i) => o.series.reduce((sum, x) => sum + (x.values[i] ?? 0), 0));
@@ -74,7 +76,8 @@ export function barChart(o: {
     for (const x of o.series) {
       const v = x.values[i];
       if (v === null || v === undefined) continue;
-      const height = (Math.min(v, max) / max) * plotH;
+      const zeroMark = v === 0 && o.zero !== undefined;
+      const height = zeroMark ? 3 : (Math.min(v, max) / max) * plotH;
       y -= height;
       bars.push(
         s(
@@ -84,7 +87,7 @@ export function barChart(o: {
             y,
             width: Math.max(1, bw - 2),
             height: Math.max(v > 0 ? 1 : 0, height),
-            class: x.cls,
+            class: zeroMark ? o.zero : x.cls,
             'data-bucket': i,
             'data-series': x.name,
             'data-value': v,

@@ -4,6 +4,7 @@
  */
 import { api, SIGNED_OUT, session } from './api.ts';
 import { h, replace } from './dom.ts';
+import { clearStepUp } from './step-up.ts';
 import { activityView } from './views/activity.ts';
 import { message } from './views/common.ts';
 import { deliveryView } from './views/delivery.ts';
@@ -11,6 +12,15 @@ import { endpointView } from './views/endpoint.ts';
 import { endpointsView } from './views/endpoints.ts';
 
 const main = () => document.getElementById('main') as HTMLElement;
+
+let generation = 0;
+
+/** Signs out of this tab: the key, any step-up token, and any page still loading for the old key. */
+function signOut(): void {
+  session.clear();
+  clearStepUp();
+  generation++;
+}
 
 function signIn(problem?: string): void {
   const key = h('input', {
@@ -63,16 +73,20 @@ function chrome(): void {
   (document.getElementById('who') as HTMLElement).textContent = key ? `key ${key.slice(0, 10)}…` : '';
 }
 
-let generation = 0;
+/** An object id as the API mints them (`ep_…`, `dlv_…`); anything else in a link is not one. */
+const ID = /^[a-z]{2,4}_[0-9A-Za-z]{1,60}$/;
 
 async function route(): Promise<void> {
   if (!session.key()) return signIn();
   const mine = ++generation;
-  const [path = '', q = ''] = location.hash.replace(/^#/, '').split('?');
-  const query = new URLSearchParams(q);
-  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
   const target = h('div');
   try {
+    const [path = '', q = ''] = location.hash.replace(/^#/, '').split('?');
+    const query = new URLSearchParams(q);
+    // Ids from the link are checked before they become part of an API path: `..%2F` must not reach another route.
+    const [section, id] = path.split('/').filter(Boolean);
+    if (id !== undefined && !ID.test(id)) throw new Error('No such page.');
+    const parts = [section, id];
     if (parts[0] === 'endpoints' && parts[1]) await endpointView(target, parts[1], query);
     else if (parts[0] === 'deliveries' && parts[1]) await deliveryView(target, parts[1], query);
     else if (parts[0] === 'activity') await activityView(target);
@@ -85,9 +99,12 @@ async function route(): Promise<void> {
 }
 
 window.addEventListener('hashchange', () => void route());
-window.addEventListener(SIGNED_OUT, () => signIn('The key was refused. Sign in again.'));
+window.addEventListener(SIGNED_OUT, () => {
+  signOut();
+  signIn('The key was refused. Sign in again.');
+});
 document.getElementById('sign-out')?.addEventListener('click', () => {
-  session.clear();
+  signOut();
   signIn();
 });
 chrome();

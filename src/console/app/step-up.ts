@@ -10,6 +10,11 @@ import { field } from './views/common.ts';
 
 let held: { token: string; expiresAt: number } | null = null;
 
+/** Forgets the token (sign-out, or a refused key): the next elevated change asks for a code again. */
+export function clearStepUp(): void {
+  held = null;
+}
+
 async function askForToken(): Promise<string | null> {
   const code = h('input', {
     name: 'totp',

@@ -118,7 +118,9 @@ export async function deliveryView(main: HTMLElement, id: string, query: URLSear
     api<Page<AttemptSummary>>('GET', `/v1/deliveries/${id}/attempts`),
   ]);
   const status = h('div');
-  const selected = query.get('attempt') ?? attempts.data.at(-1)?.id ?? null;
+  // The attempt named in the link, if it is one of this delivery's; else the latest.
+  const asked = query.get('attempt');
+  const selected = (attempts.data.find((a) => a.id === asked) ?? attempts.data.at(-1))?.id ?? null;
   const replayButton = h('button', { type: 'button', class: 'primary' }, 'Replay…');
   replayButton.addEventListener('click', () => void run(replayButton, status, () => replay(d, status)));
   const detail = h('div', null, selected ? h('p', { class: 'muted' }, 'Loading attempt…') : null);

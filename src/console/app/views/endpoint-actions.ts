@@ -152,22 +152,36 @@ async function enable(e: Endpoint, status: HTMLElement, done: Done) {
 async function replay(e: Endpoint, status: HTMLElement, done: Done) {
   const since = h('input', { type: 'datetime-local', name: 'since' });
   const until = h('input', { type: 'datetime-local', name: 'until' });
+  // Delivered ones too: after a receiver acknowledged deliveries it then failed to process, for example.
+  const which = h(
+    'select',
+    { name: 'status' },
+    h('option', { value: 'dead', selected: true }, 'dead letters'),
+    h('option', { value: 'delivered' }, 'delivered'),
+    h('option', { value: 'dead,delivered' }, 'dead letters and delivered'),
+  );
   const ok = await confirmDialog({
-    title: 'Replay dead letters',
+    title: 'Replay deliveries',
     content: [
       h(
         'p',
         null,
-        'Each dead letter in the range (and not replayed before) is sent again with its original webhook-id, at ',
-        'most 10 per second. Leave a bound empty for no bound.',
+        'Each matching delivery in the range (and not replayed before) is sent again with its original ',
+        'webhook-id, at most 10 per second. Leave a bound empty for no bound.',
       ),
+      field('Replay', which),
       field('Created from', since),
       field('Created before', until),
     ],
     confirm: 'Replay',
   });
   if (!ok) return;
-  const body: Record<string, unknown> = { since: isoOf(since.value), until: isoOf(until.value) };
+  // The end of the range is fixed now, so the request confirmed below matches what the count was made of.
+  const body: Record<string, unknown> = {
+    status: which.value.split(','),
+    since: isoOf(since.value),
+    until: isoOf(until.value) ?? new Date().toISOString(),
+  };
   let result: Replayed;
   try {
     result = await api<Replayed>('POST', `/v1/endpoints/${e.id}/replay`, body);
@@ -209,7 +223,7 @@ export function actionBar(e: Endpoint, status: HTMLElement, done: Done): HTMLEle
     { class: 'actions' },
     button('Send test event', () => sendTest(e, status)),
     button('Rotate secret', () => rotate(e, status, done)),
-    button('Replay dead letters', () => replay(e, status, done)),
+    button('Replay…', () => replay(e, status, done)),
     e.status === 'enabled'
       ? button('Disable', () => disable(e, status, done), 'danger')
       : button('Re-enable…', () => enable(e, status, done), 'primary'),

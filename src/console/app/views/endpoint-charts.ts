@@ -33,6 +33,7 @@ export async function chartsSection(endpointId: string, window: Window): Promise
       labels,
       unit: '%',
       max: 100,
+      zero: 'fail',
       series: [{ name: 'delivered', cls: 'ok', values: b.map((x) => x.success_rate_percent) }],
       format: (v) => `${v}%`,
     }),

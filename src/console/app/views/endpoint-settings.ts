@@ -12,6 +12,9 @@ import { facts, field, notice, run, table } from './common.ts';
 
 type Done = () => void;
 
+/** The API's limit (MAX_DESCRIPTION_LENGTH). */
+const MAX_DESCRIPTION = 1000;
+
 const headerLines = (headers: Record<string, string>) =>
   Object.entries(headers)
     .map(([k, v]) => `${k}: ${v}`)
@@ -35,7 +38,12 @@ const sameHeaders = (a: Record<string, string>, b: Record<string, string>) =>
 
 async function edit(e: Endpoint, status: HTMLElement, done: Done) {
   const url = h('input', { name: 'url', type: 'url', value: e.url, required: true });
-  const description = h('input', { name: 'description', value: e.description ?? '', maxlength: 200 });
+  // A textarea: an input would drop a stored description's line breaks and so change it on every save.
+  const description = h(
+    'textarea',
+    { name: 'description', rows: 2, maxlength: MAX_DESCRIPTION },
+    e.description ?? '',
+  );
   const types = h('input', { name: 'event_types', value: e.event_types.join(', '), required: true });
   const cap = h('input', {
     name: 'max_concurrency',
@@ -63,8 +71,7 @@ async function edit(e: Endpoint, status: HTMLElement, done: Done) {
   if (!ok) return;
   const patch: Record<string, unknown> = {};
   if (url.value.trim() !== e.url) patch.url = url.value.trim();
-  if (description.value.trim() !== (e.description ?? ''))
-    patch.description = description.value.trim() || null;
+  if (description.value !== (e.description ?? '')) patch.description = description.value.trim() || null;
   const list = types.value
     .split(',')
     .map((t) => t.trim())

@@ -79,7 +79,10 @@ function deliveriesSection(e: Endpoint, status: HTMLElement): HTMLElement {
   const more = h('button', { type: 'button', hidden: true }, 'Load more');
   const rows: ReturnType<typeof deliveryRow>[] = [];
   let cursor: string | null = null;
+  // Only the latest load draws: a filter changed while a page was on its way must not show that page's rows.
+  let latest = 0;
   const load = async (reset: boolean) => {
+    const mine = ++latest;
     if (reset) {
       rows.length = 0;
       cursor = null;
@@ -88,6 +91,7 @@ function deliveriesSection(e: Endpoint, status: HTMLElement): HTMLElement {
     if (filter.value) q.set('status', filter.value);
     if (cursor) q.set('cursor', cursor);
     const page = await api<Page<Delivery>>('GET', `/v1/endpoints/${e.id}/deliveries?${q}`);
+    if (mine !== latest) return;
     rows.push(...page.data.map(deliveryRow));
     cursor = page.next_cursor;
     more.hidden = cursor === null;

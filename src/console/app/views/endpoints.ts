@@ -40,7 +40,7 @@ function createForm(status: HTMLElement, onCreated: () => void): HTMLElement {
     required: true,
     placeholder: 'https://example.com/webhooks',
   });
-  const description = h('input', { name: 'description', maxlength: 200 });
+  const description = h('input', { name: 'description', maxlength: 1000 });
   const types = h('input', { name: 'event_types', value: '*', required: true });
   const submit = h('button', { type: 'submit', class: 'primary' }, 'Create endpoint');
   const form = h(
@@ -86,7 +86,10 @@ export async function endpointsView(main: HTMLElement): Promise<void> {
   const rows: ReturnType<typeof row>[] = [];
   const more = h('button', { type: 'button' }, 'Load more');
 
+  // Only the latest load draws (a new endpoint's reload may overtake a "Load more" on its way).
+  let latest = 0;
   const load = async (reset: boolean) => {
+    const mine = ++latest;
     if (reset) {
       rows.length = 0;
       cursor = null;
@@ -95,6 +98,7 @@ export async function endpointsView(main: HTMLElement): Promise<void> {
     if (cursor) q.set('cursor', cursor);
     const page = await api<Page<Endpoint>>('GET', `/v1/endpoints?${q}`);
     const health = await healthOf(page.data);
+    if (mine !== latest) return;
     for (const e of page.data) rows.push(row(e, health.get(e.id) ?? null));
     cursor = page.next_cursor;
     more.hidden = cursor === null;
