@@ -240,6 +240,7 @@ function completionFor(l: LeasedDelivery, at: number, owner: string, id: ReturnT
       deliveryId: l.delivery.id,
       endpointId: l.endpoint.id,
       tenantId: l.endpoint.tenantId,
+      eventId: l.delivery.eventId,
       attemptNo: l.delivery.attempts + 1,
       url: l.endpoint.url,
       dueAt: l.delivery.nextAttemptAt ?? at,

@@ -121,6 +121,7 @@ describe.each(STORE_KINDS)('delivery history API on %s', (kind) => {
               deliveryId: delivery.id,
               endpointId: endpoint.id,
               tenantId: tenant.id,
+              eventId: delivery.eventId,
               attemptNo: n,
               url: endpoint.url,
               dueAt: clock.now() - 7,

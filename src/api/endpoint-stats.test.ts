@@ -75,6 +75,7 @@ describe.each(STORE_KINDS)('endpoint stats API on %s', (kind) => {
         deliveryId: l.delivery.id,
         endpointId,
         tenantId: tenant.id,
+        eventId: l.delivery.eventId,
         attemptNo: 1,
         url: l.endpoint.url,
         dueAt: clock.now() - t.queueMs,

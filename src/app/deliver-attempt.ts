@@ -157,6 +157,7 @@ function attemptCompletion(
       deliveryId: delivery.id,
       endpointId: endpoint.id,
       tenantId: endpoint.tenantId,
+      eventId: delivery.eventId,
       attemptNo,
       url: endpoint.url,
       dueAt,

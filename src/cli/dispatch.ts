@@ -29,7 +29,8 @@ export const TOOL_COMMANDS: Record<string, (args: string[], io: CliIo) => Promis
 export const TOOL_USAGE = `${API_USAGE}
   hookrail verify --secret <whsec_…> (--id <webhook-id> --timestamp <s> --signature <value> | --headers <file>)
                   --body <file|->                                  (is a received webhook signed by Hookrail?)
-  hookrail queue rebuild [--dry-run] [--database-url postgres://…] [--data-dir ./data]   (repair queue state)`;
+  hookrail queue rebuild [--dry-run] [--deliveries [--since <ISO time>]] [--database-url postgres://…]
+                         [--data-dir ./data]        (repair queue state; with --deliveries lost delivery rows first)`;
 
 /** Runs one tool command; a refusal or mistake becomes `error: …` on stderr and exit code 1 (2 for usage). */
 export async function runTool(command: string, args: string[], io: CliIo): Promise<number> {

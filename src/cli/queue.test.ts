@@ -3,14 +3,17 @@
  * this test keeps open meanwhile (as a running Hookrail would). What the rebuild computes is the conformance suite's
  * (test/conformance/operations/queue-rebuild.ts); this checks the command: configuration, output, dry run, progress.
  */
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTenant, DAY, endpointRecord, ids, secretRecord } from '../../test/conformance/fixtures.ts';
+import { attemptFor } from '../../test/conformance/operations/harness.ts';
 import { NOW } from '../../test/conformance/store-conformance.ts';
 import { createSqliteStore } from '../adapters/sqlite/sqlite-store.ts';
+import { newId } from '../domain/ids.ts';
 import type { Store } from '../ports/store.ts';
 import { CliFailure, CliUsageError } from './io.ts';
 import { queueCommand } from './queue.ts';
@@ -53,8 +56,8 @@ afterAll(async () => {
 });
 
 /** Writes to the database from outside, as a restore or a hand edit would. */
-function sql(text: string) {
-  const db = new Database(join(dataDir, 'hookrail.db'));
+function sql(text: string, dir = dataDir) {
+  const db = new Database(join(dir, 'hookrail.db'));
   try {
     db.exec(text);
   } finally {
@@ -163,5 +166,146 @@ describe('hookrail queue rebuild', () => {
       expect(r.code).toBe(0);
       expect(r.out).toMatch(/hookrail queue rebuild \[--dry-run\]/);
     }
+  });
+});
+
+describe('hookrail queue rebuild --deliveries', () => {
+  // The command runs on the system clock, and rebuilds only within the attempt log's retention: a history of the
+  // last hour.
+  const MINUTE = 60_000;
+  const T = Date.now() - 60 * MINUTE;
+  const dir = join(root, 'deliveries');
+  let s: Store;
+  let a: string;
+  let b: string;
+  let eventId: string;
+
+  beforeAll(async () => {
+    mkdirSync(dir);
+    s = createSqliteStore({ filename: join(dir, 'hookrail.db') });
+    await s.migrate();
+    const t = await createTenant(s, T);
+    const eps = [endpointRecord(t.id, { createdAt: T }), endpointRecord(t.id, { createdAt: T })];
+    for (const ep of eps) await s.endpointCreate({ endpoint: ep, secret: secretRecord(ep) });
+    [a, b] = eps.map((ep) => ep.id) as [string, string];
+    eventId = newId('event', T + MINUTE, randomBytes(10));
+    await s.eventInsertBatch({
+      events: [
+        {
+          id: eventId,
+          tenantId: t.id,
+          type: 'a.b',
+          resourceId: null,
+          data: '{}',
+          idempotencyKey: null,
+          requestHash: null,
+          createdAt: T + MINUTE,
+        },
+      ],
+      now: T + MINUTE,
+      idempotencyWindowMs: DAY,
+    });
+    await s.fanoutRun({ now: T + MINUTE, limit: 10, ids });
+    // a's delivery is delivered; b's lease expires before any attempt. Then both rows are lost.
+    const leased = await s.deliveryLease({
+      owner: 'w1',
+      now: T + 2 * MINUTE,
+      limit: 10,
+      perEndpoint: 10,
+      leaseMs: 30_000,
+    });
+    expect(leased).toHaveLength(2);
+    const la = leased.find((l) => l.endpoint.id === a)!;
+    await s.deliveryComplete({
+      completions: [
+        { attempt: attemptFor(la, T + 2 * MINUTE), leaseOwner: 'w1', next: { status: 'delivered' } },
+      ],
+      now: T + 2 * MINUTE + 200,
+    });
+    expect(await s.deliveryExpireLeases({ now: T + 3 * MINUTE })).toBe(1);
+    sql('DELETE FROM deliveries', dir);
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  const run = (args: string[], o: { interactive?: boolean } = {}) =>
+    queue(['rebuild', '--deliveries', '--data-dir', dir, ...args], o);
+  const rebuilt = () => ({
+    events: 1,
+    recreated: 1,
+    created: 1,
+    endpoints: [
+      { endpoint_id: a, recreated: { delivered: 1 }, created: 0 },
+      { endpoint_id: b, recreated: {}, created: 1 },
+    ].sort((x, y) => (x.endpoint_id < y.endpoint_id ? -1 : 1)),
+    endpoints_omitted: 0,
+  });
+
+  it('reports on a dry run what it would rebuild, writing nothing', async () => {
+    const r = await run(['--dry-run']);
+    expect(r).toMatchObject({ code: 0, err: '' });
+    expect(r.json).toMatchObject({ dry_run: true, deliveries: rebuilt(), endpoints: 2 });
+    expect(Date.parse(r.json.deliveries.since)).toBeLessThan(T - 80 * DAY);
+    expect(
+      (await s.deliveryList({ endpointId: a, tenantId: null, status: null, limit: 10, cursor: null })).data,
+    ).toEqual([]);
+  });
+
+  it('rebuilds the lost rows, then the queue state agrees; the delivered one is not leased again', async () => {
+    const r = await run([]);
+    expect(r.json).toEqual({
+      dry_run: false,
+      deliveries: { since: expect.any(String), ...rebuilt() },
+      endpoints: 2,
+      fixed: 0,
+      changes: [],
+      changes_omitted: 0,
+    });
+    const [da] = (
+      await s.deliveryList({ endpointId: a, tenantId: null, status: null, limit: 10, cursor: null })
+    ).data;
+    expect(da).toMatchObject({ eventId, status: 'delivered', attempts: 1 });
+    const leased = await s.deliveryLease({
+      owner: 'w2',
+      now: Date.now(),
+      limit: 10,
+      perEndpoint: 10,
+      leaseMs: 30_000,
+    });
+    expect(leased.map((l) => [l.endpoint.id, l.delivery.eventId])).toEqual([[b, eventId]]);
+    // Nothing is left to rebuild.
+    expect((await run([])).json.deliveries).toMatchObject({
+      events: 1,
+      recreated: 0,
+      created: 0,
+      endpoints: [],
+    });
+  });
+
+  it('looks only at events accepted since --since, and never before the attempt log reaches back', async () => {
+    const r = await run(['--since', new Date(T + 2 * MINUTE).toISOString(), '--dry-run']);
+    expect(r.json.deliveries).toMatchObject({ since: new Date(T + 2 * MINUTE).toISOString(), events: 0 });
+    const old = await run(['--since', '2000-01-01T00:00:00Z', '--dry-run']);
+    expect(old.err).toMatch(
+      /^warning: --since is before the attempt log's retention \(90 days\): started at /,
+    );
+    expect(Date.parse(old.json.deliveries.since)).toBeGreaterThan(Date.parse('2000-01-01T00:00:00Z'));
+    expect(old.json.deliveries.events).toBe(1);
+  });
+
+  it('draws both parts of its progress at a terminal', async () => {
+    const r = await run(['--dry-run'], { interactive: true });
+    expect(r.err).toMatch(
+      /^\rreconstructing deliveries: 1 events(\rreconstructing deliveries: 1 events)?\n\rrebuilding: /,
+    );
+    expect(r.err.endsWith('\rrebuilding: 2/2 endpoints\n')).toBe(true);
+  });
+
+  it.each([
+    ['--since without --deliveries', ['rebuild', '--since', '2026-01-01T00:00:00Z']],
+    ['a --since that is not a time', ['rebuild', '--deliveries', '--since', 'yesterday']],
+  ])('refuses %s as a usage error', async (_name, args) => {
+    await expect(queue([...args, '--data-dir', dir])).rejects.toBeInstanceOf(CliUsageError);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { seededRandom } from '../../test/support/seeded-random.ts';
-import { ID_PREFIXES, type IdKind, isId, newId, ulid } from './ids.ts';
+import { ID_PREFIXES, type IdKind, idTime, isId, newId, ulid } from './ids.ts';
 
 /** The ULID spelled out the obvious way, one character at a time: the reference the fast version must match. */
 function referenceUlid(nowMs: number, entropy: Uint8Array): string {
@@ -61,5 +61,16 @@ describe('newId', () => {
     expect(a).toBe(before);
     expect(new Set([a, b, c]).size).toBe(3);
     expect(isId('event', a) && isId('delivery', b)).toBe(true);
+  });
+});
+
+describe('idTime', () => {
+  it('reads back the millisecond an id was minted at, and nothing from what is not an id of the kind', () => {
+    const random = seededRandom(11);
+    for (const t of [0, 1, 1_700_000_000_123, 2 ** 48 - 1]) {
+      expect(idTime('delivery', newId('delivery', t, random.bytes(10)))).toBe(t);
+    }
+    expect(idTime('delivery', newId('event', 5, random.bytes(10)))).toBeNull();
+    expect(idTime('delivery', 'dlv_1')).toBeNull();
   });
 });

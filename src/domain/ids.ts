@@ -89,6 +89,15 @@ export const idFloor = (kind: IdKind, ms: number): string => newId(kind, Math.ma
 
 const ID_RE = /^[a-z]{2,3}_[0-9A-HJKMNP-TV-Z]{26}$/;
 
+/** The millisecond an id was minted at (its ULID's time), or null when `value` is not an id of `kind`. */
+export function idTime(kind: IdKind, value: string): number | null {
+  if (!isId(kind, value)) return null;
+  const at = ID_PREFIXES[kind].length + 1;
+  let t = 0;
+  for (let i = at; i < at + 10; i++) t = t * 32 + ALPHABET.indexOf(value[i] as string);
+  return t;
+}
+
 /** True when `value` looks like an id of `kind`; used to answer 404 early for malformed ids. */
 export function isId(kind: IdKind, value: string): boolean {
   return value.startsWith(`${ID_PREFIXES[kind]}_`) && ID_RE.test(value);

@@ -87,6 +87,12 @@ export interface AttemptRecord {
   deliveryId: string;
   endpointId: string;
   tenantId: string;
+  /**
+   * The delivery's event: what ties the attempt back to it when the delivery row is lost (ADR-15;
+   * OperationsStore.deliveryReconstruct). Null on attempts recorded before it was kept (SQLite migration 0018,
+   * PostgreSQL 0017).
+   */
+  eventId: string | null;
   /** 1-based. */
   attemptNo: number;
   url: string;

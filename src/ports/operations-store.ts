@@ -15,6 +15,7 @@ import type {
   BacklogStats,
   DeliveryIdFactory,
   DeliveryRecord,
+  DeliveryStatus,
   EndpointRecord,
   EndpointRuntimeView,
   NotificationRecord,
@@ -63,6 +64,28 @@ export interface QueueRebuildResult {
   created: boolean;
   inflight: [number | null, number];
   nextDueAt: [number | null, number | null];
+}
+
+/** One delivery row deliveryReconstruct wrote (or, on a dry run, would write). */
+export interface ReconstructedDelivery {
+  /** `log`: a lost row recreated from its attempts; `new`: never attempted, created as fan-out would. */
+  source: 'log' | 'new';
+  deliveryId: string;
+  endpointId: string;
+  eventId: string;
+  status: DeliveryStatus;
+  statusReason: string | null;
+  attempts: number;
+  webhookId: string;
+}
+
+/** One batch of deliveryReconstruct. */
+export interface DeliveryReconstructBatch {
+  /** Events looked at. */
+  events: number;
+  /** The last event looked at, to continue after; null once the walk has reached the newest event. */
+  after: string | null;
+  deliveries: ReconstructedDelivery[];
 }
 
 export interface OperationsStore {
@@ -246,4 +269,35 @@ export interface OperationsStore {
     sharedLanes: number;
     now: number;
   }): Promise<QueueRebuildResult | null>;
+
+  /**
+   * One batch of an operator's repair (`hookrail queue rebuild --deliveries`; ADR-15): lost delivery rows rebuilt
+   * from the accepted events and the attempt log, as domain/delivery-reconstruct.ts planReconstruction decides. It
+   * looks at up to `limit` events accepted at or after `since`, in id order after the event `after` (null: from the
+   * first), and for those fan-out has taken (test events excepted) it recreates each delivery the log names
+   * (attempts.event_id) whose row is missing, under its own id and webhook-id in the state its attempts prove, and
+   * gives every live endpoint of the event's tenant that subscribes to its type now, was created before it was
+   * accepted, and has neither a row nor an attempt for it a new pending delivery due now (ids from `ids`, as fan-out
+   * mints them). An existing delivery row is never changed. The attempts of the batch are read as one range of event
+   * ids (attempts_event).
+   *
+   * One short transaction per batch, safe while Hookrail runs: it holds what fan-out holds (SQLite: the write lock;
+   * PostgreSQL: the events' tenant gates shared, so an unsubscribe, deletion or retention pass waits for it or is
+   * seen by it, plus a lock of its own that serialises concurrent reconstructions), and the due times of the
+   * endpoints that got pending deliveries are recomputed in it. With `dryRun` nothing is written: the answer says
+   * what would be (new ids included, which a real run mints afresh).
+   *
+   * Limits (docs/cli.md): subscriptions are read as they are now; a delivery skipped or cancelled before any
+   * attempt left no trace and comes back pending; a replay comes back as a plain delivery; attempts recorded before
+   * SQLite migration 0018 / PostgreSQL 0017 name no event and tie nothing back; attempts pruned by retention are
+   * gone, so callers keep `since` within the attempt log's retention.
+   */
+  deliveryReconstruct(p: {
+    after: string | null;
+    since: number;
+    limit: number;
+    now: number;
+    dryRun: boolean;
+    ids: DeliveryIdFactory;
+  }): Promise<DeliveryReconstructBatch>;
 }

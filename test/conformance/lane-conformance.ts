@@ -121,6 +121,7 @@ export function runLaneConformance(opts: StoreConformanceOptions): void {
           deliveryId: l.delivery.id,
           endpointId: l.endpoint.id,
           tenantId,
+          eventId: l.delivery.eventId,
           attemptNo: l.delivery.attempts + 1,
           url: l.endpoint.url,
           dueAt: l.delivery.nextAttemptAt ?? at,

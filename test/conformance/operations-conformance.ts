@@ -2,13 +2,14 @@
  * The operations conformance suite (src/ports/operations-store.ts, and the failure handling that leasing and
  * completion do in src/ports/delivery-store.ts): the shared per-endpoint runtime (circuit, probe, ramp, streak,
  * health), the notification outbox and its digests, auto-disable, re-enable with a backlog choice, replay,
- * statistics and the audit trail. Written once against the port and run on every Store adapter, like
+ * statistics, the audit trail, and the operator's repairs (queue rebuild, delivery reconstruction). Written once against the port and run on every Store adapter, like
  * delivery-conformance.ts: no SQL, a fresh migrated store per test, every timestamp a fixed fake time. The
  * concurrency tests (Promise.all on one store) must pass on single-process stores too.
  */
 import { afterEach, beforeEach, describe } from 'vitest';
 import { auditInTransactionConformance } from './operations/audit-in-transaction.ts';
 import { autoDisableConformance } from './operations/auto-disable.ts';
+import { deliveryReconstructConformance } from './operations/delivery-reconstruct.ts';
 import { endpointSeriesConformance } from './operations/endpoint-series.ts';
 import { createOperationsHarness } from './operations/harness.ts';
 import { notificationsConformance } from './operations/notifications.ts';
@@ -40,6 +41,7 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
     auditInTransactionConformance({ h, test });
     retentionConformance({ h, test });
     queueRebuildConformance({ h, test, rawSql: opts.rawSql });
+    deliveryReconstructConformance({ h, test, rawSql: opts.rawSql });
     endpointSeriesConformance({ h, test });
   });
 

@@ -116,7 +116,7 @@ describe.each(STORE_KINDS)('delivery on %s', (kind) => {
           ? { reset: true }
           : { status: 200, body: 'ok' },
     );
-    await send('flaky.test', { x: 1 });
+    const eventId = await send('flaky.test', { x: 1 });
     await waitFor(() => receiver.received('/flaky').length === 1);
     const [first] = await waitFor(async () => {
       const ds = await deliveries(ep.id);
@@ -158,6 +158,9 @@ describe.each(STORE_KINDS)('delivery on %s', (kind) => {
     expect(attempts[0].status_code).toBe(503);
     expect(attempts[1].error_class).toBe('reset');
     expect(attempts[2].status_code).toBe(200);
+    // Each attempt names its event in the log (ADR-15: what ties it back should the delivery row be lost).
+    const logged = await t.store.attemptList({ deliveryId: first!.id, tenantId: null });
+    expect(logged.map((a) => a.eventId)).toEqual([eventId, eventId, eventId]);
   });
 
   it('reads at most 64 KiB of an answer and keeps its first 4 KiB: a huge body and an endless slow one', async () => {

@@ -68,6 +68,7 @@ export function attemptOf(l: LeasedDelivery, id: string, at: number, now: number
     deliveryId: l.delivery.id,
     endpointId: l.endpoint.id,
     tenantId: l.endpoint.tenantId,
+    eventId: l.delivery.eventId,
     attemptNo: l.delivery.attempts + 1,
     url: l.endpoint.url,
     dueAt: l.delivery.nextAttemptAt ?? at,

@@ -166,13 +166,13 @@ export async function complete(
                               $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], $11::int[], $12::text[],
                               $13::text[], ${jsonTexts('$14')}, ${jsonTexts('$15')}, $16::text[], $17::bigint[],
                               $18::bigint[],
-                              $19::bigint[])
+                              $19::bigint[], $20::text[])
          ON CONFLICT (id) DO NOTHING
          RETURNING id)
        SELECT e.id AS ep_id, e.status AS ep_status, e.url AS ep_url, e.tenant_id AS ep_tenant_id,
               t.notification_email, (SELECT count(*) FROM appended)::int AS appended,
               ${prefixed('d', PROJECTION_COLUMNS)}
-         FROM unnest($20::text[]) AS ke(id)
+         FROM unnest($21::text[]) AS ke(id)
         CROSS JOIN LATERAL (SELECT id, status, url, tenant_id FROM endpoints WHERE id = ke.id OFFSET 0) e
          LEFT JOIN LATERAL (SELECT notification_email FROM tenants WHERE id = e.tenant_id OFFSET 0) t ON true
          LEFT JOIN (SELECT x.* FROM (SELECT DISTINCT id FROM unnest($2::text[]) AS u(id)) k
@@ -198,6 +198,7 @@ export async function complete(
           a((x) => x.queueMs),
           a((x) => x.platformMs),
           a((x) => x.consumerMs),
+          a((x) => x.eventId),
           [...locked.keys()],
         ],
       );

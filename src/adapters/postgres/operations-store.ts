@@ -29,6 +29,7 @@ import { replayStart, singleReplayRefusal } from '../../domain/replay.ts';
 import type { AuditRecord, EndpointRecord } from '../../ports/delivery-store.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { AUDIT_COLUMNS, type AuditRow, auditValues, insertAuditSql, toAudit, writeAudit } from './audit.ts';
+import { createPostgresDeliveryReconstruct } from './delivery-reconstruct.ts';
 import {
   cmp,
   DELIVERY_COLUMNS,
@@ -71,6 +72,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
     ...createPostgresTestEvents({ query, tx }),
     ...createPostgresRetention({ query, tx }),
     ...createPostgresQueueRebuild({ query, tx }),
+    ...createPostgresDeliveryReconstruct({ query, tx }),
     ...createPostgresEndpointSeries({ query, tx }),
     async endpointRuntime({ endpointId }) {
       const res = await query<{ inflight: number; runtime: string | null }>(

@@ -9,6 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dropSchema, freshSchemaName, postgresUrl } from '../../../test/support/postgres.ts';
 import { complete, expire } from './completion.ts';
+import { LOST } from './delivery-reconstruct.ts';
 import { lease, pickDue } from './lease.ts';
 import type { TxRunner } from './migrate.ts';
 import { createPostgresStore } from './postgres-store.ts';
@@ -263,6 +264,14 @@ describe('key-probe transactions (PROBES_ONLY)', () => {
     expect(plan).toMatch(/Scan using deliveries_ready on deliveries/);
     expect(plan).not.toMatch(/deliveries_endpoint|Seq Scan/);
   });
+
+  // The delivery reconstruction (delivery-reconstruct.ts) must not read the attempt log whole for each batch: the
+  // batch's attempts are one range of attempts_event, each checked against its delivery by a key probe.
+  it("delivery reconstruction reads a batch's attempts as one range of attempts_event", async () => {
+    const plan = await genericPlan(LOST);
+    expect(plan).toMatch(/Index Scan using attempts_event on attempts/);
+    expectProbesOnly(plan);
+  });
 });
 
 function completionOf(n = 1): Parameters<typeof complete>[1][number] {
@@ -274,6 +283,7 @@ function completionOf(n = 1): Parameters<typeof complete>[1][number] {
       deliveryId: `dlv_${n}`,
       endpointId: 'ep_1',
       tenantId: 'ten_1',
+      eventId: `evt_${n}`,
       attemptNo: 1,
       url: 'https://example.com/',
       dueAt: 0,

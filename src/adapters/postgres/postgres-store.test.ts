@@ -251,6 +251,7 @@ describe('delivery plane across processes', () => {
                 deliveryId: l.delivery.id,
                 endpointId: l.endpoint.id,
                 tenantId,
+                eventId: l.delivery.eventId,
                 attemptNo: 1,
                 url: l.endpoint.url,
                 dueAt: at,

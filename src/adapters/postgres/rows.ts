@@ -76,6 +76,7 @@ export interface AttemptRow {
   queue_ms: number;
   platform_ms: number;
   consumer_ms: number | null;
+  event_id: string | null;
 }
 
 export const ENDPOINT_COLUMNS =
@@ -84,7 +85,7 @@ export const SECRET_COLUMNS = 'id, endpoint_id, tenant_id, sealed, active_from, 
 export const DELIVERY_COLUMNS =
   'id, tenant_id, endpoint_id, event_id, event_type, resource_id, webhook_id, status, attempts, next_attempt_at, first_attempt_at, last_attempt_at, status_reason, replayed_from, created_at, updated_at';
 export const ATTEMPT_COLUMNS =
-  'id, delivery_id, endpoint_id, tenant_id, attempt_no, url, due_at, started_at, finished_at, outcome, status_code, error_class, error_message, request, response_headers, response_body, queue_ms, platform_ms, consumer_ms';
+  'id, delivery_id, endpoint_id, tenant_id, attempt_no, url, due_at, started_at, finished_at, outcome, status_code, error_class, error_message, request, response_headers, response_body, queue_ms, platform_ms, consumer_ms, event_id';
 export const prefixed = (alias: string, cols: string) =>
   cols
     .split(', ')
@@ -140,6 +141,7 @@ export const toAttempt = (r: AttemptRow): AttemptRecord => ({
   deliveryId: r.delivery_id,
   endpointId: r.endpoint_id,
   tenantId: r.tenant_id,
+  eventId: r.event_id,
   attemptNo: r.attempt_no,
   url: r.url,
   dueAt: r.due_at,

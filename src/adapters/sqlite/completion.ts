@@ -40,8 +40,8 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
     const insertAttempt = st(
       `INSERT INTO attempts (id, delivery_id, endpoint_id, tenant_id, attempt_no, url, due_at, started_at, finished_at,
          outcome, status_code, error_class, error_message, request, response_headers, response_body, queue_ms,
-         platform_ms, consumer_ms)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         platform_ms, consumer_ms, event_id)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO NOTHING`,
     );
     const touched = new Set<string>();
@@ -68,6 +68,7 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
         a.queueMs,
         a.platformMs,
         a.consumerMs,
+        a.eventId,
       ).changes;
       // Already in the log: an earlier try of this write committed it, with everything below, though the caller
       // saw it fail (the WAL sync after the commit failed). Recorded once, applied once.

@@ -18,6 +18,7 @@ import { replayStart, singleReplayRefusal } from '../../domain/replay.ts';
 import type { EndpointRecord, NotificationKind, NotificationRecord } from '../../ports/delivery-store.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { auditFromRow, insertAudit, writeAudit } from './audit.ts';
+import { createSqliteDeliveryReconstruct } from './delivery-reconstruct.ts';
 import { deliveryFromRow, endpointFromRow } from './delivery-store.ts';
 import { createSqliteEndpointSeries } from './endpoint-series.ts';
 import { createSqliteLanes } from './lanes.ts';
@@ -110,6 +111,7 @@ export function createSqliteOperationsStore(
     ...createSqliteTestEvents(db, st, refreshDue),
     ...createSqliteRetention(db, st),
     ...createSqliteQueueRebuild(db, st),
+    ...createSqliteDeliveryReconstruct(db, st, refreshDue),
     ...createSqliteEndpointSeries(st),
     async endpointRuntime({ endpointId }) {
       const r = st('SELECT inflight, runtime FROM endpoint_queue WHERE endpoint_id = ?').get(endpointId) as

@@ -70,6 +70,7 @@ export const attemptFromRow = (r: Row): AttemptRecord => ({
   deliveryId: r.delivery_id as string,
   endpointId: r.endpoint_id as string,
   tenantId: r.tenant_id as string,
+  eventId: (r.event_id as string | null) ?? null,
   attemptNo: r.attempt_no as number,
   url: r.url as string,
   dueAt: r.due_at as number,

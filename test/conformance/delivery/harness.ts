@@ -54,6 +54,7 @@ export function attemptFor(l: LeasedDelivery, at: number, o: Partial<AttemptReco
     deliveryId: l.delivery.id,
     endpointId: l.endpoint.id,
     tenantId: l.endpoint.tenantId,
+    eventId: l.delivery.eventId,
     attemptNo: l.delivery.attempts + 1,
     url: l.endpoint.url,
     dueAt: l.delivery.nextAttemptAt ?? at,

@@ -49,6 +49,7 @@ export function attemptFor(
     deliveryId: l.delivery.id,
     endpointId: l.endpoint.id,
     tenantId: l.endpoint.tenantId,
+    eventId: l.delivery.eventId,
     attemptNo: l.delivery.attempts + 1,
     url: l.endpoint.url,
     dueAt: l.delivery.nextAttemptAt ?? at,
