@@ -3,7 +3,33 @@
  * answer: `kind` says what a row counts, `b` is its bucket. Several rows may share a kind and bucket (deliveries
  * leave `pending` through several indexes); they are added up here.
  */
-import type { AttemptBucketSums, BucketCount, EndpointSeriesSums } from '../domain/endpoint-series.ts';
+import {
+  type AttemptBucketSums,
+  type BucketCount,
+  DELIVERED_LOOKBACK_MS,
+  type EndpointSeriesSums,
+} from '../domain/endpoint-series.ts';
+import { idFloor } from '../domain/ids.ts';
+
+/** The last millisecond a ULID holds: the upper bound of a read with no `until` (above every stamp and id). */
+const NO_END = 2 ** 48 - 1;
+
+/**
+ * The bounds both statements bind: the time range [from, until) and the id ranges minted in it (ids sort by the
+ * time they were minted at: attempts by their start, deliveries by their creation), and the look-back's floor.
+ */
+export function seriesBounds(from: number, until: number | null) {
+  const end = until ?? NO_END;
+  return {
+    from,
+    until: end,
+    attemptFloor: idFloor('attempt', from),
+    attemptCeiling: idFloor('attempt', end),
+    deliveryFloor: idFloor('delivery', from),
+    deliveryCeiling: idFloor('delivery', end),
+    lookbackFloor: idFloor('attempt', from - DELIVERED_LOOKBACK_MS),
+  };
+}
 
 export interface SeriesRow {
   kind: 'attempts' | 'created' | 'settled' | 'dead' | 'pending';

@@ -24,6 +24,7 @@ import type { BulkReplayResult, EnableResult } from '../ports/operations-store.t
 import type { Store } from '../ports/store.ts';
 import { type AuditActor, auditOf } from './audit.ts';
 import type { Principal } from './auth.ts';
+import { statsCacheFor } from './endpoint-stats-cache.ts';
 
 const HOUR = 3_600_000;
 
@@ -122,7 +123,9 @@ export async function endpointHealth(deps: OperationsDeps, tenantId: string | nu
 
 /**
  * GET /v1/endpoints/:id/stats: the endpoint's time series over `window`, oldest bucket first, aligned on the epoch,
- * the last one holding now (domain/endpoint-series.ts: the buckets, and how the backlog history is derived).
+ * the last one holding now (domain/endpoint-series.ts: the buckets, and how the backlog history is derived). The
+ * buckets that can no longer change are read once per settled period and kept in this process; a request reads
+ * only the open ones and the pending count (endpoint-stats-cache.ts).
  */
 export async function endpointStats(
   deps: OperationsDeps,
@@ -132,11 +135,7 @@ export async function endpointStats(
 ) {
   await endpointOr404(deps, tenantId, id);
   const range = seriesRange(window, deps.clock.now());
-  const sums = await deps.store.endpointSeries({
-    endpointId: id,
-    from: range.from,
-    bucketMs: range.bucketMs,
-  });
+  const sums = await statsCacheFor(deps.store).sums(deps.store, id, range);
   return {
     endpoint_id: id,
     window,

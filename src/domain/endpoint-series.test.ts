@@ -4,9 +4,14 @@ import {
   type EndpointSeriesSums,
   foldSeries,
   isSeriesWindow,
+  joinSeriesSums,
+  SERIES_SETTLE_MARGIN_MS,
   SERIES_SHAPES,
   seriesRange,
+  seriesSettledUntil,
+  seriesSettleMs,
 } from './endpoint-series.ts';
+import { ATTEMPT_TIMEOUT_MS } from './retry-schedule.ts';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -204,5 +209,78 @@ describe('folding the sums', () => {
         ],
       }),
     ).toThrow(RangeError);
+  });
+});
+
+describe('the settled part of a window', () => {
+  it('settles after the lease, the attempt deadline and a margin', () => {
+    expect(seriesSettleMs(60_000)).toBe(60_000 + ATTEMPT_TIMEOUT_MS + SERIES_SETTLE_MARGIN_MS);
+    expect(seriesSettleMs(60_000)).toBe(135_000);
+  });
+
+  it('ends at the last bucket boundary at or before now − settle, never before from', () => {
+    const settle = 135_000;
+    // 10:07:30: now − settle is 10:05:15, so the 5-minute buckets up to 10:05 are settled.
+    const r = seriesRange('1h', MIDNIGHT + 10 * HOUR + 7 * MIN + 30_000);
+    expect(seriesSettledUntil(r, settle)).toBe(MIDNIGHT + 10 * HOUR + 5 * MIN);
+    // 10:07:14.999: the bucket from 10:00 is not settled yet.
+    expect(seriesSettledUntil({ ...r, now: MIDNIGHT + 10 * HOUR + 7 * MIN + 14_999 }, settle)).toBe(
+      MIDNIGHT + 10 * HOUR,
+    );
+    // Exactly on it: settled.
+    expect(seriesSettledUntil({ ...r, now: MIDNIGHT + 10 * HOUR + 7 * MIN + 15_000 }, settle)).toBe(
+      MIDNIGHT + 10 * HOUR + 5 * MIN,
+    );
+    // 7d: hours into the last 6-hour bucket, every bucket before it is settled.
+    const w = seriesRange('7d', MIDNIGHT + 9 * HOUR);
+    expect(seriesSettledUntil(w, settle)).toBe(MIDNIGHT + 6 * HOUR);
+    expect(seriesSettledUntil(w, 0)).toBe(MIDNIGHT + 6 * HOUR);
+    // A settle time longer than the window: nothing is settled.
+    expect(seriesSettledUntil(r, 2 * HOUR)).toBe(r.from);
+    expect(() => seriesSettledUntil(r, -1)).toThrow(RangeError);
+  });
+
+  it('joins the settled and the open reads: buckets shifted, the pending count the open read’s', () => {
+    const r = seriesRange('1h', MIDNIGHT + HOUR - 1); // 12 buckets of 5 min from MIDNIGHT
+    const a = (bucket: number, attempts: number) => ({
+      bucket,
+      attempts,
+      delivered: attempts,
+      queueMsSum: attempts,
+      platformMsSum: attempts,
+      consumerMsSum: attempts,
+      consumerCount: attempts,
+    });
+    const settled: EndpointSeriesSums = {
+      attempts: [a(0, 1), a(8, 2)],
+      deadLetters: [{ bucket: 3, count: 1 }],
+      created: [{ bucket: 0, count: 4 }],
+      settled: [{ bucket: 8, count: 2 }],
+      pendingNow: 99, // not asked for, not used
+    };
+    const open: EndpointSeriesSums = {
+      attempts: [a(0, 3), a(2, 1)],
+      deadLetters: [],
+      created: [{ bucket: 1, count: 2 }],
+      settled: [{ bucket: 0, count: 1 }],
+      pendingNow: 5,
+    };
+    const joined = joinSeriesSums(r, settled, MIDNIGHT + 45 * MIN, open);
+    expect(joined).toEqual({
+      attempts: [a(0, 1), a(8, 2), a(9, 3), a(11, 1)],
+      deadLetters: [{ bucket: 3, count: 1 }],
+      created: [
+        { bucket: 0, count: 4 },
+        { bucket: 10, count: 2 },
+      ],
+      settled: [
+        { bucket: 8, count: 2 },
+        { bucket: 9, count: 1 },
+      ],
+      pendingNow: 5,
+    });
+    expect(joinSeriesSums(r, empty, r.from, open).attempts).toEqual(open.attempts);
+    expect(() => joinSeriesSums(r, empty, r.from + 1, open)).toThrow(RangeError);
+    expect(() => joinSeriesSums(r, empty, r.from - 5 * MIN, open)).toThrow(RangeError);
   });
 });

@@ -33,9 +33,25 @@
  *   attempt, which must have started at most DELIVERED_LOOKBACK_MS before the window (an attempt lasts at most
  *   ATTEMPT_TIMEOUT_MS and is written in the same turn; only a store outage longer than that between an attempt and
  *   its recording hides one).
- * - The sums are read in one statement (one snapshot); rows stamped after `now` by another process's clock are
- *   counted in the last bucket.
+ * - Retention (HOOKRAIL_RETENTION_EVENTS_DAYS, _DEAD_LETTERS_DAYS, _ATTEMPTS_DAYS) set below the window (7 days for
+ *   `7d`): the buckets older than the retention lack what it deleted. Their attempts, success rate, latencies and
+ *   dead letters are missing, a delivery created before the window and delivered inside it is not found once its
+ *   attempt is gone, and a bucket's backlog is undercounted by the deliveries pending at its end that have since
+ *   been deleted with their event (clamped at 0). No code makes up for it: the history is gone. With the defaults
+ *   (30/30/90 days) none of this reaches into a 7-day window, except for the event-retention case above.
+ * - Rows stamped after `now` by another process's clock are counted in the last bucket.
+ *
+ * Reading in two parts (app/endpoint-stats-cache.ts): the sums of the buckets that ended at least seriesSettleMs
+ * ago (seriesSettledUntil) no longer change — every write that can still land in them has landed — so they are read
+ * once per settled period and kept; each request reads the rest (from that boundary on, with no upper bound) and
+ * `pendingNow` in one statement (one snapshot), and joinSeriesSums puts the two together. Both reads go through the
+ * same statement, bounded on the settled side, so the answer is the one a single read of the whole range gives,
+ * except where a write lands later than seriesSettleMs allows: an attempt recorded after a store outage longer
+ * than that, a retention pass deleting rows of a settled bucket. Either is missing (or still counted) until the
+ * next settled period, at most one bucket later, reads the window again.
  */
+
+import { ATTEMPT_TIMEOUT_MS } from './retry-schedule.ts';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -57,6 +73,27 @@ export const SERIES_SHAPES: Readonly<Record<SeriesWindow, { bucketMs: number; bu
  */
 export const DELIVERED_LOOKBACK_MS = HOUR;
 
+/**
+ * Beyond the lease and the attempt deadline, what seriesSettleMs allows for: the maintenance pass that returns an
+ * expired lease runs every HOOKRAIL_MAINTENANCE_MS (5 s by default), completions wait for the store's write turn
+ * and group commit and are retried with a back-off of up to 5 s when a write fails, and processes' clocks differ.
+ */
+export const SERIES_SETTLE_MARGIN_MS = MINUTE;
+
+/**
+ * How long after time t a write stamped at or before t can still land, so that the sums of a bucket that ended
+ * this long ago no longer change:
+ * - attempts are stamped with their start (the lease), and recorded when they finish: within ATTEMPT_TIMEOUT_MS of
+ *   being sent;
+ * - creations and completions are stamped with the time of the transaction that writes them;
+ * - a delivery cancelled while its attempt was in flight is stamped again (moving its `settled` count to a later
+ *   bucket) when the attempt is recorded or, when its worker is gone, when the lease (`leaseMs`,
+ *   HOOKRAIL_LEASE_MS) has expired and the maintenance pass returns it;
+ * plus SERIES_SETTLE_MARGIN_MS. With the default lease (60 s): 135 s.
+ */
+export const seriesSettleMs = (leaseMs: number): number =>
+  leaseMs + ATTEMPT_TIMEOUT_MS + SERIES_SETTLE_MARGIN_MS;
+
 export const isSeriesWindow = (s: string): s is SeriesWindow =>
   (SERIES_WINDOWS as readonly string[]).includes(s);
 
@@ -74,6 +111,17 @@ export function seriesRange(window: SeriesWindow, now: number): SeriesRange {
   const { bucketMs, buckets } = SERIES_SHAPES[window];
   const last = Math.floor(now / bucketMs) * bucketMs;
   return { window, bucketMs, buckets, from: last - (buckets - 1) * bucketMs, now };
+}
+
+/**
+ * The end of the range's settled part: the last bucket boundary at or before `now − settleMs` (seriesSettleMs),
+ * never before `from`. The buckets before it no longer change; the ones from it on are read on every request.
+ */
+export function seriesSettledUntil(range: SeriesRange, settleMs: number): number {
+  if (!Number.isSafeInteger(settleMs) || settleMs < 0)
+    throw new RangeError('settleMs must be an integer >= 0');
+  const at = Math.floor((range.now - settleMs) / range.bucketMs) * range.bucketMs;
+  return Math.max(range.from, at);
 }
 
 /** A count in bucket `bucket` (0-based from the range's `from`). */
@@ -97,7 +145,8 @@ export interface AttemptBucketSums {
 /**
  * What a store reads for one endpoint and range (OperationsStore.endpointSeries): sparse (a bucket with nothing is
  * absent), one entry per bucket in ascending order. Bucket k holds rows stamped in [from + k·bucketMs, from +
- * (k+1)·bucketMs); rows stamped before `from` are not read, rows after the reader's `now` may have k ≥ buckets.
+ * (k+1)·bucketMs); rows stamped before `from` (or at or after the read's `until`) are not read, rows after the
+ * reader's `now` may have k ≥ buckets.
  */
 export interface EndpointSeriesSums {
   attempts: AttemptBucketSums[];
@@ -107,8 +156,35 @@ export interface EndpointSeriesSums {
   created: BucketCount[];
   /** Deliveries that left `pending` for a terminal status (dead letters included), by `updated_at`. */
   settled: BucketCount[];
-  /** Deliveries in status `pending` now, leased or not. */
+  /** Deliveries in status `pending` now, leased or not (0 when the read was not asked for it). */
   pendingNow: number;
+}
+
+/**
+ * The sums of one range from its two reads: `settled`, read over [range.from, openFrom) with buckets counted from
+ * range.from (its `pendingNow` is not used), and `open`, read from `openFrom` on — a bucket boundary — with
+ * buckets counted from there, and `pendingNow`. The parts hold disjoint buckets, so the result keeps one entry per
+ * bucket in ascending order.
+ */
+export function joinSeriesSums(
+  range: SeriesRange,
+  settled: EndpointSeriesSums,
+  openFrom: number,
+  open: EndpointSeriesSums,
+): EndpointSeriesSums {
+  const shift = (openFrom - range.from) / range.bucketMs;
+  if (!Number.isSafeInteger(shift) || shift < 0) {
+    throw new RangeError('openFrom must be a bucket boundary at or after from');
+  }
+  const moved = <T extends { bucket: number }>(rows: T[]): T[] =>
+    rows.map((r) => ({ ...r, bucket: r.bucket + shift }));
+  return {
+    attempts: [...settled.attempts, ...moved(open.attempts)],
+    deadLetters: [...settled.deadLetters, ...moved(open.deadLetters)],
+    created: [...settled.created, ...moved(open.created)],
+    settled: [...settled.settled, ...moved(open.settled)],
+    pendingNow: open.pendingNow,
+  };
 }
 
 export interface SeriesBucket {

@@ -97,20 +97,30 @@ export interface OperationsStore {
   /**
    * Raw per-bucket sums for an endpoint's time series (domain/endpoint-series.ts, which folds them and says what the
    * backlog derivation assumes), read in one statement, i.e. from one snapshot. Bucket k holds what was stamped in
-   * [from + k·bucketMs, from + (k+1)·bucketMs); nothing stamped before `from` is read and there is no upper bound
-   * (so that the counts and `pendingNow` agree). Per bucket:
+   * [from + k·bucketMs, from + (k+1)·bucketMs); nothing stamped before `from` or at or after `until` is read. A
+   * read with `withPending` (the open part of a window, app/endpoint-stats-cache.ts) passes `until` null, no upper
+   * bound, so that its counts and `pendingNow` agree; a read without it (the settled part, kept per process) is
+   * bounded on both sides and answers `pendingNow` 0. Per bucket:
    * - attempts sent (started_at; `circuit_open` excluded, as in attemptStats), how many delivered, and the sums of
    *   queue, platform and consumer times (consumer over the attempts that have one, with their count);
    * - dead letters: deliveries that became `dead` (updated_at);
    * - created: the endpoint's deliveries by created_at;
    * - settled: deliveries that left `pending` for `delivered`, `dead`, `cancelled` or `skipped` (updated_at). A
    *   delivery created before `from` and delivered after it is found through a `delivered` attempt of it started
-   *   at or after `from − DELIVERED_LOOKBACK_MS`;
-   * and the endpoint's deliveries in status `pending` now (leased or not). Reads through attempts_endpoint,
-   * deliveries_endpoint (both from the ids minted at `from`), deliveries_dead, deliveries_withdrawn and
-   * deliveries_head: the cost grows with the window's traffic, not with the endpoint's history.
+   *   at or after `from − DELIVERED_LOOKBACK_MS` (and before `until`);
+   * and, with `withPending`, the endpoint's deliveries in status `pending` now (leased or not). Reads through
+   * attempts_endpoint and deliveries_endpoint (both over the ids minted in [from, until)), deliveries_dead and
+   * deliveries_withdrawn (updated_at in [from, until)), and deliveries_head: the cost grows with the traffic
+   * between `from` and `until`, not with the endpoint's history.
    */
-  endpointSeries(p: { endpointId: string; from: number; bucketMs: number }): Promise<EndpointSeriesSums>;
+  endpointSeries(p: {
+    endpointId: string;
+    from: number;
+    /** Exclusive; null: no upper bound. */
+    until: number | null;
+    bucketMs: number;
+    withPending: boolean;
+  }): Promise<EndpointSeriesSums>;
   /**
    * Re-enables a disabled endpoint with the owner's explicit backlog choice (ADR-14), in one transaction:
    * `deliver` — pending deliveries become due now and the current streak's dead letters are re-queued as new

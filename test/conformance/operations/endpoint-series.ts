@@ -2,10 +2,17 @@
  * Operations conformance: endpointSeries, the raw sums behind GET /v1/endpoints/:id/stats. One endpoint's history
  * is driven through the store's own fan-out, lease, completion, unsubscribe and re-enable at chosen times, around
  * and inside a one-hour window of 5-minute buckets; the sums are checked exactly, and the backlog folded from them
- * (domain/endpoint-series.ts) against a count made here from the history as it was driven.
+ * (domain/endpoint-series.ts) against a count made here from the history as it was driven. Reads bounded by
+ * `until`, and the window split in two reads at each bucket boundary (as app/endpoint-stats-cache.ts splits it),
+ * add up to the single read.
  */
 import { describe, expect } from 'vitest';
-import { type EndpointSeriesSums, foldSeries, seriesRange } from '../../../src/domain/endpoint-series.ts';
+import {
+  type EndpointSeriesSums,
+  foldSeries,
+  joinSeriesSums,
+  seriesRange,
+} from '../../../src/domain/endpoint-series.ts';
 import type { AttemptCompletion, AttemptRecord, LeasedDelivery } from '../../../src/ports/delivery-store.ts';
 import type { NewEvent } from '../../../src/ports/store.ts';
 import { NOW } from '../store-conformance.ts';
@@ -15,6 +22,7 @@ import { DAY, HOUR, id, MINUTE, type OperationsSection, SECOND, WRITE_DELAY } fr
 const T0 = NOW + 2 * HOUR;
 const BUCKET = 5 * MINUTE;
 const AT = (minutes: number, ms = 0) => T0 + minutes * MINUTE + ms;
+const empty: EndpointSeriesSums = { attempts: [], deadLetters: [], created: [], settled: [], pendingNow: 0 };
 
 export function endpointSeriesConformance({ h, test }: OperationsSection): void {
   const { newTenant, newEndpoint, lease, complete, deliveriesOf } = h;
@@ -175,7 +183,9 @@ export function endpointSeriesConformance({ h, test }: OperationsSection): void 
 
       const range = seriesRange('1h', now);
       expect(range.from).toBe(T0);
-      const sums = await h.store.endpointSeries({ endpointId: ep.id, from: range.from, bucketMs: BUCKET });
+      const read = (from: number, until: number | null, withPending = until === null, endpointId = ep.id) =>
+        h.store.endpointSeries({ endpointId, from, until, bucketMs: BUCKET, withPending });
+      const sums = await read(range.from, null);
       expect(sums).toEqual({
         attempts: [
           // p5's attempt started before the window.
@@ -259,7 +269,7 @@ export function endpointSeriesConformance({ h, test }: OperationsSection): void 
       expect(series[5]).toMatchObject({ attempts: 0, successRatePercent: null, latencyMs: { queue: null } });
 
       // A later start: what was stamped before it is not read, a delivery settled before it is not counted again.
-      expect(await h.store.endpointSeries({ endpointId: ep.id, from: AT(30), bucketMs: BUCKET })).toEqual({
+      expect(await read(AT(30), null)).toEqual({
         attempts: [
           {
             bucket: 2,
@@ -283,17 +293,45 @@ export function endpointSeriesConformance({ h, test }: OperationsSection): void 
         ],
         pendingNow: 2,
       });
+      // Bounded: nothing stamped at or after `until` (a's delivery in bucket 3, c's and p6's cancellation in bucket
+      // 6, ...), no pending count without withPending; p5, created before the window and delivered in bucket 0, is
+      // found through the look-back as before.
+      expect(await read(T0, AT(15))).toEqual({
+        attempts: sums.attempts.filter((a) => a.bucket < 3),
+        deadLetters: [{ bucket: 2, count: 1 }],
+        created: [
+          { bucket: 0, count: 2 },
+          { bucket: 1, count: 1 },
+        ],
+        settled: [
+          { bucket: 0, count: 3 },
+          { bucket: 2, count: 1 },
+        ],
+        pendingNow: 0,
+      });
+      expect(await read(T0, AT(50), true)).toMatchObject({
+        created: sums.created.slice(0, 4),
+        pendingNow: 2,
+      });
+      expect(await read(T0, T0)).toEqual(empty);
+      // Split at every bucket boundary (as the stats cache splits a window into its settled and open parts), the
+      // two reads add up to the single one: a delivery created before the split and delivered after it (a: created
+      // in bucket 0, delivered in bucket 3) is found by the open part's look-back.
+      for (let k = 0; k <= 12; k++) {
+        const at = T0 + k * BUCKET;
+        const joined = joinSeriesSums(range, await read(T0, at), at, await read(at, null));
+        expect(joined, `split at bucket ${k}`).toEqual(sums);
+      }
+
       // Per endpoint: the other one has only x, created in bucket 0 and in flight.
-      expect(await h.store.endpointSeries({ endpointId: other.id, from: T0, bucketMs: BUCKET })).toEqual({
+      expect(await read(T0, null, true, other.id)).toEqual({
         attempts: [],
         deadLetters: [],
         created: [{ bucket: 0, count: 1 }],
         settled: [],
         pendingNow: 1,
       });
-      expect(
-        await h.store.endpointSeries({ endpointId: id('endpoint'), from: T0, bucketMs: BUCKET }),
-      ).toEqual({
+      expect(await read(T0, null, true, id('endpoint'))).toEqual({
         attempts: [],
         deadLetters: [],
         created: [],
