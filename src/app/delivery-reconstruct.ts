@@ -5,9 +5,10 @@
  * (acceptance) order from `since`; one accepted during the walk is looked at if the walk reaches it, and is left to
  * fan-out if fan-out has not taken it yet.
  *
- * `since` never reaches back past the attempt log's retention (domain/retention.ts): attempts older than that may
- * have been pruned, and a delivery whose attempts are gone would come back as never attempted — sent again though
- * it may have been delivered.
+ * `since` never reaches back past the attempt log's retention (domain/retention.ts), nor past the time attempts
+ * began to name their event (the migration that added it): attempts older than the one may have been pruned, and
+ * those older than the other tie nothing back, so a delivery of such an event would come back as never attempted —
+ * sent again, under a new webhook-id, though it may have been delivered.
  */
 import { newId } from '../domain/ids.ts';
 import { type RetentionDays, retentionCutoffs } from '../domain/retention.ts';
@@ -31,7 +32,10 @@ export interface DeliveryReconstructReport {
   dryRun: boolean;
   /** The acceptance time the walk started at. */
   since: number;
-  /** The `since` asked for was before the attempt log's retention, so the walk started at its start instead. */
+  /**
+   * The `since` asked for was before the attempt log's retention or before attempts named their event, so the walk
+   * started at the later of the two instead.
+   */
   sinceRaised: boolean;
   /** Events looked at. */
   events: number;
@@ -42,7 +46,11 @@ export interface DeliveryReconstructReport {
 }
 
 export async function reconstructDeliveries(
-  deps: { store: Pick<OperationsStore, 'deliveryReconstruct'>; clock: Clock; random: Random },
+  deps: {
+    store: Pick<OperationsStore, 'deliveryReconstruct' | 'deliveryReconstructFloor'>;
+    clock: Clock;
+    random: Random;
+  },
   o: {
     dryRun: boolean;
     /** Events accepted at or after this; null: as far back as the attempt log goes. */
@@ -53,7 +61,10 @@ export async function reconstructDeliveries(
     onProgress?: (events: number) => void;
   },
 ): Promise<DeliveryReconstructReport> {
-  const floor = retentionCutoffs(deps.clock.now(), o.retention).attempts;
+  const floor = Math.max(
+    retentionCutoffs(deps.clock.now(), o.retention).attempts,
+    await deps.store.deliveryReconstructFloor(),
+  );
   const since = Math.max(o.since ?? floor, floor);
   const report: DeliveryReconstructReport = {
     dryRun: o.dryRun,

@@ -184,6 +184,8 @@ describe('hookrail queue rebuild --deliveries', () => {
     mkdirSync(dir);
     s = createSqliteStore({ filename: join(dir, 'hookrail.db') });
     await s.migrate();
+    // As if upgraded long ago: attempts have named their event since before the attempt log's retention.
+    sql(`UPDATE schema_migrations SET applied_at = ${T - 100 * DAY} WHERE version = 18`, dir);
     const t = await createTenant(s, T);
     const eps = [endpointRecord(t.id, { createdAt: T }), endpointRecord(t.id, { createdAt: T })];
     for (const ep of eps) await s.endpointCreate({ endpoint: ep, secret: secretRecord(ep) });
@@ -288,10 +290,28 @@ describe('hookrail queue rebuild --deliveries', () => {
     expect(r.json.deliveries).toMatchObject({ since: new Date(T + 2 * MINUTE).toISOString(), events: 0 });
     const old = await run(['--since', '2000-01-01T00:00:00Z', '--dry-run']);
     expect(old.err).toMatch(
-      /^warning: --since is before the attempt log's retention \(90 days\): started at /,
+      /^warning: --since is before the attempt log's retention \(90 days\) or before attempts named their event/,
     );
     expect(Date.parse(old.json.deliveries.since)).toBeGreaterThan(Date.parse('2000-01-01T00:00:00Z'));
     expect(old.json.deliveries.events).toBe(1);
+  });
+
+  it('never looks at events accepted before attempts named their event (the upgrade)', async () => {
+    const upgraded = T + 30 * MINUTE;
+    sql(`UPDATE schema_migrations SET applied_at = ${upgraded} WHERE version = 18`, dir);
+    try {
+      const r = await run(['--dry-run']);
+      expect(r.json.deliveries).toMatchObject({
+        since: new Date(upgraded).toISOString(),
+        events: 0,
+        created: 0,
+      });
+      const early = await run(['--since', new Date(T).toISOString(), '--dry-run']);
+      expect(early.err).toMatch(/^warning: --since is before/);
+      expect(early.json.deliveries).toMatchObject({ since: new Date(upgraded).toISOString(), events: 0 });
+    } finally {
+      sql(`UPDATE schema_migrations SET applied_at = ${T - 100 * DAY} WHERE version = 18`, dir);
+    }
   });
 
   it('draws both parts of its progress at a terminal', async () => {
@@ -305,6 +325,8 @@ describe('hookrail queue rebuild --deliveries', () => {
   it.each([
     ['--since without --deliveries', ['rebuild', '--since', '2026-01-01T00:00:00Z']],
     ['a --since that is not a time', ['rebuild', '--deliveries', '--since', 'yesterday']],
+    ['a --since without a zone', ['rebuild', '--deliveries', '--since', '2026-12-01T00:00']],
+    ['a --since in the future', ['rebuild', '--deliveries', '--since', '2999-01-01T00:00:00Z']],
   ])('refuses %s as a usage error', async (_name, args) => {
     await expect(queue([...args, '--data-dir', dir])).rejects.toBeInstanceOf(CliUsageError);
   });

@@ -62,10 +62,16 @@ export async function queueCommand(args: string[], io: CliIo): Promise<number> {
   if (values.since !== undefined && !values.deliveries) {
     throw new CliUsageError('--since applies to --deliveries (see hookrail queue rebuild --help)');
   }
-  const since = values.since === undefined ? null : Date.parse(values.since);
-  if (since !== null && !Number.isFinite(since)) {
+  // An ISO time with its zone (a time without one would be read in this machine's zone), not in the future.
+  const since =
+    values.since === undefined
+      ? null
+      : /^\d{4}-\d{2}-\d{2}T[\d:.]+(Z|[+-]\d{2}:\d{2})$/.test(values.since)
+        ? Date.parse(values.since)
+        : Number.NaN;
+  if (since !== null && (!Number.isFinite(since) || since > Date.now())) {
     throw new CliUsageError(
-      `--since: not a time: ${values.since} (give an ISO time, e.g. 2026-12-01T00:00:00Z)`,
+      `--since: not a past ISO time with a zone: ${values.since} (e.g. 2026-12-01T00:00:00Z)`,
     );
   }
 
@@ -115,8 +121,9 @@ export async function queueCommand(args: string[], io: CliIo): Promise<number> {
       }
       if (deliveries.sinceRaised) {
         io.err(
-          `warning: --since is before the attempt log's retention (${config.retention.attemptsDays} days): ` +
-            `started at ${new Date(deliveries.since).toISOString()} instead\n`,
+          `warning: --since is before the attempt log's retention (${config.retention.attemptsDays} days) or ` +
+            `before attempts named their event (the upgrade): started at ${new Date(deliveries.since).toISOString()} ` +
+            'instead\n',
         );
       }
     }

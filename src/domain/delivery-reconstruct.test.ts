@@ -165,6 +165,33 @@ describe('planReconstruction', () => {
   const summary = (planned: ReturnType<typeof planReconstruction>) =>
     planned.map((p) => [p.event.id, p.endpointId, p.source, p.state.status]);
 
+  it('brings back at most one live delivery per event and endpoint when an original and its replays are lost', () => {
+    // The original failed twice (then was skipped on a re-enable: no trace), its replay was delivered: both lost.
+    const original = newId('delivery', T + 5, zeros);
+    const replay = newId('delivery', T + 2 * HOUR, ones);
+    const lost = [
+      ...log(['retryable', 'retryable'], { deliveryId: original, endpointId: 'ep_a', start: T + MINUTE }),
+      ...log(['delivered'], { deliveryId: replay, endpointId: 'ep_a', start: T + 2 * HOUR + MINUTE }),
+    ];
+    const planned = planReconstruction(input({ endpoints: [endpoint('ep_a')], lost, now: T + 5 * HOUR }));
+    expect(planned.map((p) => [p.deliveryId, p.state.status, p.state.statusReason])).toEqual([
+      [original, 'skipped', 'superseded'],
+      [replay, 'delivered', null],
+    ]);
+    // Neither delivered: only the newest stays pending (both carry the same webhook-id).
+    const failing = [
+      ...log(['retryable'], { deliveryId: original, endpointId: 'ep_a', start: T + MINUTE }),
+      ...log(['retryable'], { deliveryId: replay, endpointId: 'ep_a', start: T + 2 * HOUR + MINUTE }),
+    ];
+    const again = planReconstruction(
+      input({ endpoints: [endpoint('ep_a')], lost: failing, now: T + 3 * HOUR }),
+    );
+    expect(again.map((p) => [p.deliveryId, p.state.status])).toEqual([
+      [original, 'skipped'],
+      [replay, 'pending'],
+    ]);
+  });
+
   it('recreates lost deliveries from the log under their own ids, created when their id was minted', () => {
     const deliveryId = newId('delivery', T + 5, zeros);
     const planned = planReconstruction(

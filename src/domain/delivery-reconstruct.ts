@@ -235,7 +235,8 @@ export function planReconstruction(input: ReconstructionInput): PlannedDelivery[
         createdAt: idTime('delivery', deliveryId) ?? attempts[0]!.startedAt,
       });
     }
-    out.push(...fromLog.sort((a, b) => cmp(a.endpointId, b.endpointId)));
+    supersede(fromLog, now);
+    out.push(...fromLog.sort((a, b) => cmp(a.endpointId, b.endpointId) || cmp(a.deliveryId!, b.deliveryId!)));
     if (tenantDeleted) continue;
     for (const ep of liveByTenant.get(ev.tenantId) ?? []) {
       if (ep.createdAt >= ev.createdAt || !matchesEventType(ep.eventTypes, ev.type)) continue;
@@ -263,3 +264,36 @@ export function planReconstruction(input: ReconstructionInput): PlannedDelivery[
 }
 
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * At most one live delivery per (event, endpoint) comes back. A replay shares its original's webhook-id, and both
+ * rows may be lost together: when one of the pair's lost deliveries was delivered, the others that would come back
+ * pending are `skipped` (the event reached the endpoint: sending it again would break ADR-15's rule); when none was,
+ * only the newest pending one stays pending. Reason `superseded`.
+ */
+function supersede(fromLog: PlannedDelivery[], now: number): void {
+  const byEndpoint = new Map<string, PlannedDelivery[]>();
+  for (const d of fromLog) {
+    const list = byEndpoint.get(d.endpointId);
+    if (list) list.push(d);
+    else byEndpoint.set(d.endpointId, [d]);
+  }
+  for (const pair of byEndpoint.values()) {
+    if (pair.length < 2) continue;
+    const delivered = pair.some((d) => d.state.status === 'delivered');
+    const pending = pair
+      .filter((d) => d.state.status === 'pending')
+      .sort((a, b) => cmp(a.deliveryId!, b.deliveryId!));
+    const keep = delivered ? null : pending.at(-1);
+    for (const d of pending) {
+      if (d === keep) continue;
+      d.state = {
+        ...d.state,
+        status: 'skipped',
+        statusReason: 'superseded',
+        nextAttemptAt: null,
+        updatedAt: now,
+      };
+    }
+  }
+}

@@ -302,6 +302,11 @@ export interface OperationsStore {
    * SQLite migration 0018 / PostgreSQL 0017 name no event and tie nothing back; attempts pruned by retention are
    * gone, so callers keep `since` within the attempt log's retention.
    */
+  /**
+   * Since when every attempt names its event (ms): when SQLite migration 0018 / PostgreSQL 0017 was applied. An
+   * event accepted earlier may have attempts that name nothing, so deliveryReconstruct's callers start at or after it.
+   */
+  deliveryReconstructFloor(): Promise<number>;
   deliveryReconstruct(p: {
     after: string | null;
     since: number;

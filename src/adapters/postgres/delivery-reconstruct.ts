@@ -96,9 +96,17 @@ const endpointNow = (r: EndpointRow): EndpointNow => ({
 });
 
 export function createPostgresDeliveryReconstruct({
+  query,
   tx,
-}: PostgresDeliveryStoreDeps): Pick<OperationsStore, 'deliveryReconstruct'> {
+}: PostgresDeliveryStoreDeps): Pick<OperationsStore, 'deliveryReconstruct' | 'deliveryReconstructFloor'> {
   return {
+    async deliveryReconstructFloor() {
+      const r = await query<{ applied_at: string }>(
+        'SELECT applied_at FROM schema_migrations WHERE version = 17',
+      );
+      if (!r.rows[0]) throw new Error('migration 0017 (attempts.event_id) is not applied');
+      return Number(r.rows[0].applied_at);
+    },
     async deliveryReconstruct(p) {
       return tx(
         async (c) => {

@@ -75,7 +75,7 @@ export function createSqliteDeliveryReconstruct(
   db: Database.Database,
   st: St,
   refreshDue: RefreshDue,
-): Pick<OperationsStore, 'deliveryReconstruct'> {
+): Pick<OperationsStore, 'deliveryReconstruct' | 'deliveryReconstructFloor'> {
   const batch = (p: Params): DeliveryReconstructBatch => {
     const from = walkFrom(p);
     const rows = st(EVENTS(from.op)).all(from.id, p.limit) as Row[];
@@ -185,6 +185,11 @@ export function createSqliteDeliveryReconstruct(
   return {
     async deliveryReconstruct(p) {
       return p.dryRun ? run(p) : run.immediate(p);
+    },
+    async deliveryReconstructFloor() {
+      const r = st('SELECT applied_at FROM schema_migrations WHERE version = 18').get() as Row | undefined;
+      if (!r) throw new Error('migration 0018 (attempts.event_id) is not applied');
+      return r.applied_at as number;
     },
   };
 }

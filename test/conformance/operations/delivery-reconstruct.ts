@@ -61,6 +61,15 @@ export function deliveryReconstructConformance({
   const withoutUpdatedAt = ({ updatedAt: _, ...rest }: DeliveryRecord) => rest;
 
   describe('delivery reconstruction', () => {
+    test('its floor is when attempts began to name their event: the migration, applied by this store', async () => {
+      const before = Date.now();
+      const floor = await h.store.deliveryReconstructFloor();
+      expect(Number.isSafeInteger(floor)).toBe(true);
+      // Migrated when the suite's store was made: within the last hour, not in the future.
+      expect(floor).toBeLessThanOrEqual(before);
+      expect(floor).toBeGreaterThan(before - 3_600_000);
+    });
+
     test('lost rows come back as the log proves them, never-attempted ones as fan-out made them, nothing else changes', async () => {
       const t = await newTenant();
       const early = { createdAt: NOW - HOUR };
