@@ -2,10 +2,10 @@
  * The tenant's activity: where notices are e-mailed, the notices Hookrail sent (first dead letter, digests,
  * auto-disable, recovery), and the audit trail of every change made with the tenant's credentials.
  */
-import { type AuditEvent, api, type Notification, type Page } from '../api.ts';
+import { type AuditEvent, api, type Notification } from '../api.ts';
 import { h, link, replace } from '../dom.ts';
 import { time } from '../format.ts';
-import { badge, field, notice, run, table } from './common.ts';
+import { badge, field, notice, pageQuery, pager, run, table } from './common.ts';
 
 const targetLink = (type: string, id: string) =>
   type === 'endpoint'
@@ -51,19 +51,17 @@ function pagedTable<T>(
 ): HTMLElement {
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
   const more = h('button', { type: 'button', hidden: true }, 'Load more');
-  const rows: (string | Node)[][] = [];
-  let cursor: string | null = null;
-  const load = async () => {
-    const q = new URLSearchParams({ limit: '50' });
-    if (cursor) q.set('cursor', cursor);
-    const page = await api<Page<T>>('GET', `${path}?${q}`);
-    rows.push(...page.data.map(row));
-    cursor = page.next_cursor;
-    more.hidden = cursor === null;
-    replace(body, rows.length ? table(head, rows, testId) : h('p', { class: 'muted' }, 'Nothing yet.'));
-  };
-  more.addEventListener('click', () => void run(more, status, load));
-  void run(null, status, load);
+  const load = pager<T>({
+    page: (cursor) => api('GET', `${path}?${pageQuery(cursor)}`),
+    draw: (items) =>
+      replace(
+        body,
+        items.length ? table(head, items.map(row), testId) : h('p', { class: 'muted' }, 'Nothing yet.'),
+      ),
+    more,
+  });
+  more.addEventListener('click', () => void run(more, status, () => load(false)));
+  void run(null, status, () => load(true));
   return h('section', { class: 'card', 'aria-label': title }, h('h2', null, title), body, more);
 }
 

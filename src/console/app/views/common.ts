@@ -1,5 +1,5 @@
 /** Pieces the views share: health badges, notices, key–value tables, and running an action with feedback. */
-import { ApiFailure } from '../api.ts';
+import { ApiFailure, type Page } from '../api.ts';
 import { type Child, h } from '../dom.ts';
 
 export const badge = (text: string, kind: string = text) => h('span', { class: `badge ${kind}` }, text);
@@ -63,3 +63,34 @@ export async function run(button: HTMLButtonElement | null, host: HTMLElement, a
 
 export const field = (label: string, input: HTMLElement, hint?: string) =>
   h('label', { class: 'field' }, h('span', null, label), input, hint ? h('small', null, hint) : null);
+
+/**
+ * A list read a page at a time (the API's `?cursor=`), with its "Load more" button. `load(true)` starts again from
+ * the first page (a filter changed, an item was added). Only the latest load draws: a page still on its way when a
+ * newer load starts is dropped, so a list never shows rows of a filter no longer chosen.
+ */
+export function pager<T>(o: {
+  page: (cursor: string | null) => Promise<Page<T>>;
+  draw: (items: T[]) => void;
+  more: HTMLButtonElement;
+}): (reset: boolean) => Promise<void> {
+  let items: T[] = [];
+  let cursor: string | null = null;
+  let latest = 0;
+  return async (reset) => {
+    const mine = ++latest;
+    const page = await o.page(reset ? null : cursor);
+    if (mine !== latest) return;
+    items = reset ? page.data : items.concat(page.data);
+    cursor = page.next_cursor;
+    o.more.hidden = cursor === null;
+    o.draw(items);
+  };
+}
+
+/** The API's list query: a page of 50 after `cursor`, with `extra` filters. */
+export function pageQuery(cursor: string | null, extra: Record<string, string> = {}): URLSearchParams {
+  const q = new URLSearchParams({ limit: '50', ...extra });
+  if (cursor) q.set('cursor', cursor);
+  return q;
+}

@@ -1,8 +1,8 @@
 /** One endpoint: health, charts, actions and its delivery history. */
-import { api, type Delivery, type Endpoint, type Health, type Page } from '../api.ts';
+import { api, type Delivery, type Endpoint, type Health } from '../api.ts';
 import { h, link, replace } from '../dom.ts';
 import { age, count, ms, pct, time } from '../format.ts';
-import { badge, facts, message, notice, run, table } from './common.ts';
+import { badge, facts, message, notice, pageQuery, pager, run, table } from './common.ts';
 import { actionBar } from './endpoint-actions.ts';
 import { chartsSection, WINDOWS, type Window } from './endpoint-charts.ts';
 import { secretsCard, settingsCard } from './endpoint-settings.ts';
@@ -77,35 +77,25 @@ function deliveriesSection(e: Endpoint, status: HTMLElement): HTMLElement {
   );
   const body = h('div');
   const more = h('button', { type: 'button', hidden: true }, 'Load more');
-  const rows: ReturnType<typeof deliveryRow>[] = [];
-  let cursor: string | null = null;
-  // Only the latest load draws: a filter changed while a page was on its way must not show that page's rows.
-  let latest = 0;
-  const load = async (reset: boolean) => {
-    const mine = ++latest;
-    if (reset) {
-      rows.length = 0;
-      cursor = null;
-    }
-    const q = new URLSearchParams({ limit: '50' });
-    if (filter.value) q.set('status', filter.value);
-    if (cursor) q.set('cursor', cursor);
-    const page = await api<Page<Delivery>>('GET', `/v1/endpoints/${e.id}/deliveries?${q}`);
-    if (mine !== latest) return;
-    rows.push(...page.data.map(deliveryRow));
-    cursor = page.next_cursor;
-    more.hidden = cursor === null;
-    replace(
-      body,
-      rows.length
-        ? table(
-            ['Created', 'Event type', 'Status', 'Attempts', 'Next attempt', 'webhook-id'],
-            rows,
-            'deliveries',
-          )
-        : h('p', { class: 'muted' }, 'No deliveries.'),
-    );
-  };
+  const load = pager<Delivery>({
+    page: (cursor) =>
+      api(
+        'GET',
+        `/v1/endpoints/${e.id}/deliveries?${pageQuery(cursor, filter.value ? { status: filter.value } : {})}`,
+      ),
+    draw: (deliveries) =>
+      replace(
+        body,
+        deliveries.length
+          ? table(
+              ['Created', 'Event type', 'Status', 'Attempts', 'Next attempt', 'webhook-id'],
+              deliveries.map(deliveryRow),
+              'deliveries',
+            )
+          : h('p', { class: 'muted' }, 'No deliveries.'),
+      ),
+    more,
+  });
   filter.addEventListener('change', () => void run(null, status, () => load(true)));
   more.addEventListener('click', () => void run(more, status, () => load(false)));
   void run(null, status, () => load(true));

@@ -3,7 +3,7 @@ import { api, type Endpoint, type Health, type Page } from '../api.ts';
 import { showOnce } from '../dialogs.ts';
 import { copyable, h, link, replace } from '../dom.ts';
 import { age, count, pct } from '../format.ts';
-import { badge, field, notice, run, table } from './common.ts';
+import { badge, field, notice, pageQuery, pager, run, table } from './common.ts';
 
 const HEALTH_READS_AT_ONCE = 6;
 
@@ -82,38 +82,35 @@ function createForm(status: HTMLElement, onCreated: () => void): HTMLElement {
 export async function endpointsView(main: HTMLElement): Promise<void> {
   const status = h('div');
   const list = h('div', { class: 'card' }, h('p', { class: 'muted' }, 'Loading…'));
-  let cursor: string | null = null;
-  const rows: ReturnType<typeof row>[] = [];
   const more = h('button', { type: 'button' }, 'Load more');
-
-  // Only the latest load draws (a new endpoint's reload may overtake a "Load more" on its way).
-  let latest = 0;
-  const load = async (reset: boolean) => {
-    const mine = ++latest;
-    if (reset) {
-      rows.length = 0;
-      cursor = null;
-    }
-    const q = new URLSearchParams({ limit: '50' });
-    if (cursor) q.set('cursor', cursor);
-    const page = await api<Page<Endpoint>>('GET', `/v1/endpoints?${q}`);
-    const health = await healthOf(page.data);
-    if (mine !== latest) return;
-    for (const e of page.data) rows.push(row(e, health.get(e.id) ?? null));
-    cursor = page.next_cursor;
-    more.hidden = cursor === null;
-    replace(
-      list,
-      rows.length === 0
-        ? h('p', { class: 'muted' }, 'No endpoints yet. Create one below.')
-        : table(
-            ['URL', 'Description', 'Health', 'Success (1 h)', 'Backlog', 'Oldest pending', 'In flight / cap'],
-            rows,
-            'endpoints',
-          ),
-      more,
-    );
-  };
+  const load = pager<ReturnType<typeof row>>({
+    page: async (cursor) => {
+      const page = await api<Page<Endpoint>>('GET', `/v1/endpoints?${pageQuery(cursor)}`);
+      const health = await healthOf(page.data);
+      return { data: page.data.map((e) => row(e, health.get(e.id) ?? null)), next_cursor: page.next_cursor };
+    },
+    draw: (rows) =>
+      replace(
+        list,
+        rows.length === 0
+          ? h('p', { class: 'muted' }, 'No endpoints yet. Create one below.')
+          : table(
+              [
+                'URL',
+                'Description',
+                'Health',
+                'Success (1 h)',
+                'Backlog',
+                'Oldest pending',
+                'In flight / cap',
+              ],
+              rows,
+              'endpoints',
+            ),
+        more,
+      ),
+    more,
+  });
   more.addEventListener('click', () => void run(more, status, () => load(false)));
 
   replace(
