@@ -133,6 +133,19 @@ describe.skipIf(skip)('web console', () => {
 
     for (const type of ['order.created', 'order.created', 'order.paid', 'order.rejected']) await send(type);
     await waitFor(() => receiver.received().length === 4, 15_000);
+    // Received is not yet recorded: wait for the four attempts' results before the pages read them.
+    await waitFor(
+      async () =>
+        (
+          await t.request({
+            method: 'GET',
+            url: `/v1/endpoints/${endpointId}/deliveries?status=pending`,
+            token: tenantKey,
+          })
+        ).body.data.length === 0,
+      15_000,
+      'the attempts recorded',
+    );
     for (const req of receiver.received()) verifyWithLibraries(secret, req);
   });
 
@@ -313,7 +326,10 @@ describe.skipIf(skip)('web console', () => {
     const n = Number(/^Replay (\d+) deliveries\?$/.exec(title)?.[1]);
     expect(n).toBeGreaterThan(101);
     await answer(`Replay ${n}`);
-    await page.getByText(`${n} replays queued`).waitFor();
+    // Polled on the status line's text, so that a failure shows what the page said instead.
+    await expect
+      .poll(() => page.locator('[data-status]').textContent(), { timeout: 30_000 })
+      .toContain(`${n} replays queued`);
     const replayed = await t.request({
       method: 'GET',
       url: `/v1/endpoints/${endpointId}/deliveries?status=pending&limit=500`,

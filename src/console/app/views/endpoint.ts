@@ -2,7 +2,7 @@
 import { api, type Delivery, type Endpoint, type Health } from '../api.ts';
 import { h, link, replace } from '../dom.ts';
 import { age, count, ms, pct, time } from '../format.ts';
-import { badge, facts, message, notice, pageQuery, pager, run, table } from './common.ts';
+import { badge, facts, message, pageQuery, pager, run, table } from './common.ts';
 import { actionBar } from './endpoint-actions.ts';
 import { chartsSection, WINDOWS, type Window } from './endpoint-charts.ts';
 import { secretsCard, settingsCard } from './endpoint-settings.ts';
@@ -133,7 +133,11 @@ export async function endpointView(main: HTMLElement, id: string, query: URLSear
     const kept = [...status.childNodes];
     void endpointView(main, id, query).then(
       () => main.querySelector('[data-status]')?.replaceChildren(...kept),
-      (e) => notice(status, 'error', message(e)),
+      // The page could not be read again: the action's notice stays, with why the page is not current.
+      (e) =>
+        status.append(
+          h('p', { class: 'notice error', role: 'alert' }, `Could not refresh the page: ${message(e)}`),
+        ),
     );
   };
   const charts = h('section', { class: 'card' }, h('p', { class: 'muted' }, 'Loading charts…'));
