@@ -347,7 +347,9 @@ describe.skipIf(skip)('web console', () => {
     await page.goto(`${base}/console/#/endpoints/..%2Fdeliveries%2Fdlv_1`);
     await page.getByText('No such page.').waitFor();
     page.off('request', listen);
-    expect(asked.filter((p) => p.includes('deliveries'))).toEqual([]);
+    // (The page before may still be loading its own lists: only the link's target counts.) A path built from the
+    // link would read /v1/endpoints/../deliveries/dlv_1, which the browser normalises to /v1/deliveries/dlv_1.
+    expect(asked.filter((p) => p.includes('dlv_1'))).toEqual([]);
   });
 
   it('ran without a page error or a policy violation, and no request was refused but the wrong key', () => {
