@@ -5,7 +5,7 @@
 
 import { effectiveCircuitState, nextProbeAt } from '../domain/circuit-breaker.ts';
 import { assessHealth, estimateDrainSeconds } from '../domain/endpoint-health.ts';
-import { foldSeries, type SeriesWindow, seriesRange } from '../domain/endpoint-series.ts';
+import { foldSeries, type SeriesWindow, seriesRange, successPercent } from '../domain/endpoint-series.ts';
 import { ApiError } from '../domain/errors.ts';
 import { checkDataDepth } from '../domain/event-rules.ts';
 import { newId } from '../domain/ids.ts';
@@ -44,8 +44,7 @@ export function deliveryIds(deps: OperationsDeps, now: number): DeliveryIdFactor
 const percentile = (sorted: number[], q: number): number | null =>
   sorted.length === 0 ? null : (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number);
 
-const rate = (s: { attempts: number; successes: number }) =>
-  s.attempts === 0 ? null : Math.round((s.successes / s.attempts) * 10_000) / 100;
+const rate = (s: { attempts: number; successes: number }) => successPercent(s.successes, s.attempts);
 
 async function endpointOr404(deps: OperationsDeps, tenantId: string | null, id: string) {
   const endpoint = await deps.store.endpointGet({ id, tenantId });

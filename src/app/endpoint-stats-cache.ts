@@ -16,7 +16,7 @@
  * older), at most `maxEntries` of them, the least recently used dropped first. Concurrent requests that miss share
  * one read. Nothing is shared between processes: each reads the window once per period.
  */
-import { loadConfig } from '../config/config.ts';
+import { DEFAULT_LEASE_MS } from '../config/config.ts';
 import {
   type EndpointSeriesSums,
   joinSeriesSums,
@@ -29,14 +29,12 @@ import type { OperationsStore } from '../ports/operations-store.ts';
 export const STATS_CACHE_ENTRIES = 1_000;
 
 /**
- * The lease the settle time allows for: HOOKRAIL_LEASE_MS's default, as the configuration parses it. The API is not
+ * The lease the settle time allows for is HOOKRAIL_LEASE_MS's default (config DEFAULT_LEASE_MS). The API is not
  * handed the delivery role's configuration (and on PostgreSQL the delivery processes are others, whose settings
  * may differ). A longer lease than this matters in one case only — a delivery cancelled while its attempt was in
  * flight, whose worker then died, is stamped again at the lease's expiry — and then one bucket's backlog is off
  * by that delivery until the next settled period.
  */
-const DEFAULT_LEASE_MS = loadConfig({}).leaseMs;
-
 type SeriesReader = Pick<OperationsStore, 'endpointSeries'>;
 
 interface Entry {

@@ -16,6 +16,9 @@ import {
 } from '../domain/lanes.ts';
 import { DEFAULT_RETENTION, type RetentionDays } from '../domain/retention.ts';
 
+/** HOOKRAIL_LEASE_MS's default: how long a leased delivery is its worker's before it is handed out again. */
+export const DEFAULT_LEASE_MS = 60_000;
+
 export const ROLES = ['intake', 'control', 'fanout', 'delivery', 'replay', 'maintenance'] as const;
 export type Role = (typeof ROLES)[number];
 
@@ -202,7 +205,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       100_000,
     ),
     pollMs: parseInteger('HOOKRAIL_POLL_MS', get('HOOKRAIL_POLL_MS') ?? '100', 1, 60_000),
-    leaseMs: parseInteger('HOOKRAIL_LEASE_MS', get('HOOKRAIL_LEASE_MS') ?? '60000', 1000, 3_600_000),
+    leaseMs: parseInteger(
+      'HOOKRAIL_LEASE_MS',
+      get('HOOKRAIL_LEASE_MS') ?? String(DEFAULT_LEASE_MS),
+      1000,
+      3_600_000,
+    ),
     secretCacheMs: parseInteger(
       'HOOKRAIL_SECRET_CACHE_MS',
       get('HOOKRAIL_SECRET_CACHE_MS') ?? '5000',

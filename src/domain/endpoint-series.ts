@@ -201,8 +201,9 @@ export interface SeriesBucket {
 }
 
 const mean = (sum: number, n: number) => (n === 0 ? null : Math.round((sum / n) * 10) / 10);
-const percent = (part: number, whole: number) =>
-  whole === 0 ? null : Math.round((part / whole) * 10_000) / 100;
+/** Delivered of attempted, in percent to two decimals; null without attempts (the health API's rates too). */
+export const successPercent = (delivered: number, attempts: number): number | null =>
+  attempts === 0 ? null : Math.round((delivered / attempts) * 10_000) / 100;
 
 export function foldSeries(range: SeriesRange, sums: EndpointSeriesSums): SeriesBucket[] {
   const n = range.buckets;
@@ -238,7 +239,7 @@ export function foldSeries(range: SeriesRange, sums: EndpointSeriesSums): Series
   }
   for (const [k, b] of out.entries()) {
     const s = sent[k]!;
-    b.successRatePercent = percent(b.delivered, b.attempts);
+    b.successRatePercent = successPercent(b.delivered, b.attempts);
     b.latencyMs = {
       queue: mean(s.q, b.attempts),
       platform: mean(s.p, b.attempts),

@@ -14,6 +14,16 @@ export interface DialogOptions {
 }
 
 export function confirmDialog(o: DialogOptions): Promise<boolean> {
+  return openDialog(o, true);
+}
+
+/** A result the user must see once (a new signing secret): stays until dismissed. */
+export async function showOnce(title: string, content: Child[]): Promise<void> {
+  await openDialog({ title, content, confirm: 'Done' }, false);
+}
+
+/** The dialog both use: with `cancel`, a Cancel button beside the confirming one. Resolves true when confirmed. */
+function openDialog(o: DialogOptions, cancel: boolean): Promise<boolean> {
   return new Promise((resolve) => {
     const problem = h('p', { class: 'error', role: 'alert', hidden: true });
     const dialog = h(
@@ -28,7 +38,7 @@ export function confirmDialog(o: DialogOptions): Promise<boolean> {
         h(
           'menu',
           null,
-          h('button', { type: 'submit', value: 'cancel', formnovalidate: true }, 'Cancel'),
+          cancel ? h('button', { type: 'submit', value: 'cancel', formnovalidate: true }, 'Cancel') : null,
           h('button', { type: 'submit', value: 'ok', class: o.danger ? 'danger' : 'primary' }, o.confirm),
         ),
       ),
@@ -46,29 +56,6 @@ export function confirmDialog(o: DialogOptions): Promise<boolean> {
     dialog.addEventListener('close', () => {
       dialog.remove();
       resolve(dialog.returnValue === 'ok');
-    });
-    document.body.append(dialog);
-    dialog.showModal();
-  });
-}
-
-/** A result the user must see once (a new signing secret): stays until dismissed. */
-export function showOnce(title: string, content: Child[]): Promise<void> {
-  return new Promise((resolve) => {
-    const dialog = h(
-      'dialog',
-      { 'aria-label': title },
-      h(
-        'form',
-        { method: 'dialog' },
-        h('h2', null, title),
-        ...content,
-        h('menu', null, h('button', { type: 'submit', class: 'primary' }, 'Done')),
-      ),
-    );
-    dialog.addEventListener('close', () => {
-      dialog.remove();
-      resolve();
     });
     document.body.append(dialog);
     dialog.showModal();
