@@ -14,6 +14,7 @@ import Fastify, {
 } from 'fastify';
 import type { Logger } from 'pino';
 import type { Authenticator, Principal } from '../app/auth.ts';
+import type { EndpointStatsCache } from '../app/endpoint-stats-cache.ts';
 import type { GroupCommitter } from '../app/group-commit.ts';
 import type { TenantDirectory } from '../app/tenant-directory.ts';
 import { ApiError, ERRORS, type ErrorCode } from '../domain/errors.ts';
@@ -58,6 +59,8 @@ export interface ApiDeps {
   egressRangesFile?: string;
   /** Shared lanes new endpoints are hashed onto (config.sharedLanes; domain/lanes.ts default when absent). */
   sharedLanes?: number;
+  /** Settled time-series buckets kept per process (built with config.leaseMs; one with the default lease when absent). */
+  statsCache?: EndpointStatsCache;
 }
 
 declare module 'fastify' {

@@ -24,7 +24,7 @@ import type { BulkReplayResult, EnableResult } from '../ports/operations-store.t
 import type { Store } from '../ports/store.ts';
 import { type AuditActor, auditOf } from './audit.ts';
 import type { Principal } from './auth.ts';
-import { statsCacheFor } from './endpoint-stats-cache.ts';
+import type { EndpointStatsCache } from './endpoint-stats-cache.ts';
 
 const HOUR = 3_600_000;
 
@@ -32,6 +32,8 @@ export interface OperationsDeps {
   store: Store;
   clock: Clock;
   random: Random;
+  /** The settled buckets of endpoint time series, kept per process (one per API). */
+  statsCache: EndpointStatsCache;
 }
 
 export function deliveryIds(deps: OperationsDeps, now: number): DeliveryIdFactory {
@@ -134,7 +136,7 @@ export async function endpointStats(
 ) {
   await endpointOr404(deps, tenantId, id);
   const range = seriesRange(window, deps.clock.now());
-  const sums = await statsCacheFor(deps.store).sums(deps.store, id, range);
+  const sums = await deps.statsCache.sums(deps.store, id, range);
   return {
     endpoint_id: id,
     window,

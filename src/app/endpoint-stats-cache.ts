@@ -29,11 +29,11 @@ import type { OperationsStore } from '../ports/operations-store.ts';
 export const STATS_CACHE_ENTRIES = 1_000;
 
 /**
- * The lease the settle time allows for is HOOKRAIL_LEASE_MS's default (config DEFAULT_LEASE_MS). The API is not
- * handed the delivery role's configuration (and on PostgreSQL the delivery processes are others, whose settings
- * may differ). A longer lease than this matters in one case only — a delivery cancelled while its attempt was in
- * flight, whose worker then died, is stamped again at the lease's expiry — and then one bucket's backlog is off
- * by that delivery until the next settled period.
+ * The lease the settle time allows for is this process's HOOKRAIL_LEASE_MS (the composition root passes it; its
+ * default otherwise). On PostgreSQL the delivery processes are others, whose setting may differ: a longer lease
+ * than this matters in one case only — a delivery cancelled while its attempt was in flight, whose worker then
+ * died, is stamped again at the lease's expiry — and then one bucket's backlog is off by that delivery until the
+ * next settled period.
  */
 type SeriesReader = Pick<OperationsStore, 'endpointSeries'>;
 
@@ -121,15 +121,3 @@ const NOTHING: EndpointSeriesSums = {
   settled: [],
   pendingNow: 0,
 };
-
-/** One cache per store in this process (the API's; tests make several stores in one process). */
-const caches = new WeakMap<object, EndpointStatsCache>();
-
-export function statsCacheFor(store: SeriesReader): EndpointStatsCache {
-  let cache = caches.get(store);
-  if (!cache) {
-    cache = new EndpointStatsCache();
-    caches.set(store, cache);
-  }
-  return cache;
-}

@@ -10,6 +10,7 @@ import { createWriteLock } from '../adapters/sqlite/write-lock.ts';
 import { systemClock, systemRandom } from '../adapters/system-clock.ts';
 import { buildApi } from '../api/build-api.ts';
 import { Authenticator } from '../app/auth.ts';
+import { EndpointStatsCache } from '../app/endpoint-stats-cache.ts';
 import { GroupCommitter } from '../app/group-commit.ts';
 import { TenantDirectory } from '../app/tenant-directory.ts';
 import type { Config } from '../config/config.ts';
@@ -151,6 +152,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
       destinations: opts.destinations ?? createDestinationChecker(config),
       egressRangesFile: config.egressRangesFile,
       sharedLanes: config.sharedLanes,
+      statsCache: new EndpointStatsCache({ leaseMs: config.leaseMs }),
     });
     if (opts.listen !== false) {
       url = await app.listen({ port: config.port, host: config.host });

@@ -17,6 +17,7 @@ import {
   sendTestEvent,
   setNotificationChannel,
 } from '../../app/endpoint-operations.ts';
+import { EndpointStatsCache } from '../../app/endpoint-stats-cache.ts';
 import { requireTenant } from '../../app/manage-endpoints.ts';
 import type { SeriesWindow } from '../../domain/endpoint-series.ts';
 import { ApiError } from '../../domain/errors.ts';
@@ -188,7 +189,7 @@ const auditJson = (a: AuditRecord) => ({
 });
 
 export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) => {
-  const deps: OperationsDeps = api;
+  const deps: OperationsDeps = { ...api, statsCache: api.statsCache ?? new EndpointStatsCache() };
 
   app.get<{ Params: { id: string } }>(
     '/v1/endpoints/:id/health',
