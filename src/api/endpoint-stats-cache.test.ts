@@ -4,13 +4,14 @@
  * and unsubscribe while a fake clock moves first by hours (three days of history), then by 97 s steps across
  * 5-minute, hourly and 6-hourly bucket boundaries; after every step each window is asked for twice, and the answers
  * must equal the series folded from one uncached read of the whole window. A second cache, over a store that
- * counts its reads, shows what a request reads: the window once per settled period, then only the open part.
+ * counts its reads, shows what a request reads: a new entry's settled part in pieces of at most a day, then only the
+ * buckets settled since and the open part, and the whole window again once the entry is a day old.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../test/support/fake-clock.ts';
 import { createTestApp, STORE_KINDS, type TestApp } from '../../test/support/test-hookrail.ts';
-import { EndpointStatsCache } from '../app/endpoint-stats-cache.ts';
+import { EndpointStatsCache, READ_PIECE_MS, REREAD_AFTER_MS } from '../app/endpoint-stats-cache.ts';
 import {
   foldSeries,
   SERIES_WINDOWS,
@@ -214,7 +215,7 @@ describe.each(STORE_KINDS)('endpoint stats cache on %s', (kind) => {
     expect(busy).toBeGreaterThan(compared * 0.9);
   });
 
-  it('reads the settled part once per settled period, then only the open part', async () => {
+  it('reads each settled bucket once (a new entry in pieces), the open part on every request', async () => {
     const reads: Array<{ from: number; until: number | null; withPending: boolean }> = [];
     const counting: Pick<OperationsStore, 'endpointSeries'> = {
       endpointSeries: (p) => {
@@ -222,6 +223,8 @@ describe.each(STORE_KINDS)('endpoint stats cache on %s', (kind) => {
         return t.store.endpointSeries(p);
       },
     };
+    /** The reads made, settled ones first (the open one starts while a settled one waits for its entry's turn). */
+    const made = () => [...reads].sort((a, b) => Number(a.withPending) - Number(b.withPending) || a.from - b.from);
     const cache = new EndpointStatsCache({ leaseMs: LEASE_MS });
     const ask = async (window: (typeof SERIES_WINDOWS)[number]) => {
       const range = seriesRange(window, clock.now());
@@ -240,6 +243,17 @@ describe.each(STORE_KINDS)('endpoint stats cache on %s', (kind) => {
       );
       return range;
     };
+    /** The settled reads cover [from, until) in contiguous pieces of at most READ_PIECE_MS. */
+    const expectPieces = (from: number, until: number) => {
+      const settled = reads.filter((r) => !r.withPending);
+      expect(settled[0]?.from).toBe(from);
+      expect(settled.at(-1)?.until).toBe(until);
+      for (const [i, r] of settled.entries()) {
+        expect(r.until! - r.from).toBeLessThanOrEqual(READ_PIECE_MS);
+        if (i > 0) expect(r.from).toBe(settled[i - 1]!.until);
+      }
+      return settled.length;
+    };
 
     // 12:31:00: now − 135 s is 12:28:45, so the 1h window's buckets up to 12:25 are settled.
     clock.set(Date.UTC(2026, 0, 1, 12, 31));
@@ -247,7 +261,7 @@ describe.each(STORE_KINDS)('endpoint stats cache on %s', (kind) => {
     const r1 = await ask('1h');
     const settledUntil = Date.UTC(2026, 0, 1, 12, 25);
     expect(seriesSettledUntil(r1, cache.settleMs)).toBe(settledUntil);
-    expect(reads).toEqual([
+    expect(made()).toEqual([
       { from: r1.from, until: settledUntil, withPending: false },
       { from: settledUntil, until: null, withPending: true },
     ]);
@@ -257,17 +271,43 @@ describe.each(STORE_KINDS)('endpoint stats cache on %s', (kind) => {
     await step(101);
     await ask('1h');
     expect(reads).toEqual([{ from: settledUntil, until: null, withPending: true }]);
-    // 12:35:15 is 12:30 + 135 s: the bucket from 12:25 is settled, the window read again.
+    // 12:35:15 is 12:30 + 135 s: the bucket from 12:25 is settled and read, the one that left the window dropped.
     reads.length = 0;
     clock.set(Date.UTC(2026, 0, 1, 12, 35, 15));
-    const r3 = await ask('1h');
-    expect(reads).toEqual([
-      { from: r3.from, until: settledUntil + 5 * MINUTE, withPending: false },
+    await ask('1h');
+    expect(made()).toEqual([
+      { from: settledUntil, until: settledUntil + 5 * MINUTE, withPending: false },
       { from: settledUntil + 5 * MINUTE, until: null, withPending: true },
     ]);
-    // One entry per endpoint and window: the newer period replaced the older.
-    await ask('7d');
+    // A new 7d entry: its settled part (6 days and 12 hours here) read in pieces of at most a day.
+    reads.length = 0;
+    const r7 = await ask('7d');
+    const settled7 = seriesSettledUntil(r7, cache.settleMs);
+    expect(expectPieces(r7.from, settled7)).toBe(7);
     expect(cache.size).toBe(2);
+    // Six hours later one 6-hour bucket has settled: only it is read.
+    reads.length = 0;
+    clock.advance(6 * HOUR);
+    const r7b = await ask('7d');
+    expect(seriesSettledUntil(r7b, cache.settleMs)).toBe(settled7 + 6 * HOUR);
+    expect(reads.filter((r) => !r.withPending)).toEqual([
+      { from: settled7, until: settled7 + 6 * HOUR, withPending: false },
+    ]);
+    // A day after the entry was first read, the whole window is read again (what landed late or was deleted since).
+    reads.length = 0;
+    clock.set(r7.now + REREAD_AFTER_MS);
+    const r7c = await ask('7d');
+    expectPieces(r7c.from, seriesSettledUntil(r7c, cache.settleMs));
+    // Concurrent requests for one entry take turns: the second finds the buckets the first read.
+    reads.length = 0;
+    const fresh = new EndpointStatsCache({ leaseMs: LEASE_MS });
+    const r = seriesRange('24h', clock.now());
+    const [x, y] = await Promise.all([
+      fresh.sums(counting, endpointId, r),
+      fresh.sums(counting, endpointId, r),
+    ]);
+    expect(y).toEqual(x);
+    expect(reads.filter((q) => !q.withPending)).toHaveLength(1);
   });
 
   it('keeps at most maxEntries, dropping the least recently used', async () => {

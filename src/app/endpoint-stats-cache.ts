@@ -4,17 +4,19 @@
  * and ~2.5 s for 1.75M on PostgreSQL (close to the pool's 3 s statement timeout). But a bucket's sums stop changing
  * once every write that can land in it has landed (domain/endpoint-series.ts, seriesSettleMs), so a request splits
  * its range at seriesSettledUntil — the last bucket boundary at or before now − seriesSettleMs:
- * - [from, settledUntil): read once per settled period (bounded on both sides, no pending count) and kept here;
+ * - [from, settledUntil): kept here per endpoint and window; a request reads only the settled buckets the entry
+ *   does not hold yet (normally none, or the one bucket that settled since) and drops those that left the window;
  * - [settledUntil, …): read on every request with the pending count, in one statement (one snapshot);
  * and joinSeriesSums adds them up (the sums are additive per bucket, the parts' buckets disjoint). The answer is
  * the one a single read of the whole range gives (src/api/endpoint-stats-cache.test.ts checks it on both stores).
  *
- * An entry is valid for one endpoint, window, `from` and settledUntil: the next bucket boundary moves settledUntil
- * and the first request after it reads the window again, which also picks up whatever landed later than the
- * settle time allows (an attempt recorded after a long store outage) or was deleted by retention meanwhile — each
- * is off for at most one bucket (5 min, 1 h, 6 h). One entry per endpoint and window (a newer period replaces the
- * older), at most `maxEntries` of them, the least recently used dropped first. Concurrent requests that miss share
- * one read. Nothing is shared between processes: each reads the window once per period.
+ * A new entry reads its settled part in pieces of at most READ_PIECE_MS (a day: the 7-day window in seven), with a
+ * turn of the event loop between them, so that on SQLite (synchronous) no request stops intake for the whole
+ * window. A bucket, once read, is kept until it leaves the window or the entry is REREAD_AFTER_MS old; then the
+ * window is read again, which also picks up whatever landed later than the settle time allows (an attempt recorded
+ * after a long store outage) or was deleted by retention meanwhile — each is off until then. At most `maxEntries`
+ * entries (one per endpoint and window), the least recently used dropped first. Requests for one entry take turns,
+ * so concurrent misses share one read. Nothing is shared between processes: each reads each window once.
  */
 import { DEFAULT_LEASE_MS } from '../config/config.ts';
 import {
@@ -23,6 +25,7 @@ import {
   type SeriesRange,
   seriesSettledUntil,
   seriesSettleMs,
+  sliceSeriesSums,
 } from '../domain/endpoint-series.ts';
 import type { OperationsStore } from '../ports/operations-store.ts';
 
@@ -37,11 +40,23 @@ export const STATS_CACHE_ENTRIES = 1_000;
  */
 type SeriesReader = Pick<OperationsStore, 'endpointSeries'>;
 
+/** The longest span one read of a new entry covers (at least one bucket). */
+export const READ_PIECE_MS = 24 * 3_600_000;
+/** How long an entry's buckets are kept before the window is read again. */
+export const REREAD_AFTER_MS = 24 * 3_600_000;
+
 interface Entry {
+  /** The settled buckets held: [from, until), counted from `from`. */
   from: number;
-  settledUntil: number;
-  sums: Promise<EndpointSeriesSums>;
+  until: number;
+  sums: EndpointSeriesSums;
+  /** When (the requests' `now`) the entry was first read. */
+  readAt: number;
+  /** The read under way, which the next request for this entry waits for. */
+  turn: Promise<unknown>;
 }
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export class EndpointStatsCache {
   readonly settleMs: number;
@@ -82,35 +97,64 @@ export class EndpointStatsCache {
   ): Promise<EndpointSeriesSums> {
     if (settledUntil <= range.from) return Promise.resolve(NOTHING);
     const key = `${endpointId} ${range.window}`;
-    const hit = this.entries.get(key);
-    if (hit && hit.from === range.from && hit.settledUntil === settledUntil) {
-      // Most recently used last: Map keeps insertion order.
-      this.entries.delete(key);
-      this.entries.set(key, hit);
-      return hit.sums;
-    }
-    const entry: Entry = {
-      from: range.from,
-      settledUntil,
-      sums: store.endpointSeries({
-        endpointId,
+    let entry = this.entries.get(key);
+    // Most recently used last: Map keeps insertion order.
+    if (entry) this.entries.delete(key);
+    else
+      entry = {
         from: range.from,
-        until: settledUntil,
-        bucketMs: range.bucketMs,
-        withPending: false,
-      }),
-    };
-    // A failed read is not kept: the next request tries again.
-    entry.sums.catch(() => {
-      if (this.entries.get(key) === entry) this.entries.delete(key);
-    });
-    this.entries.delete(key);
+        until: range.from,
+        sums: NOTHING,
+        readAt: range.now,
+        turn: Promise.resolve(),
+      };
     this.entries.set(key, entry);
     while (this.entries.size > this.maxEntries) {
       const oldest = this.entries.keys().next().value as string;
       this.entries.delete(oldest);
     }
-    return entry.sums;
+    const held = entry;
+    const result = held.turn.then(() => this.extend(store, endpointId, range, settledUntil, held));
+    // A failed read fails its request only; the entry keeps what was read before it.
+    held.turn = result.catch(() => undefined);
+    return result;
+  }
+
+  /** Brings the entry to [range.from, settledUntil) and answers that part of it. */
+  private async extend(
+    store: SeriesReader,
+    endpointId: string,
+    range: SeriesRange,
+    settledUntil: number,
+    e: Entry,
+  ): Promise<EndpointSeriesSums> {
+    const { bucketMs } = range;
+    // A gap since the last request, a clock that went back, or an old entry: start again.
+    if (e.until < range.from || e.from > range.from || range.now - e.readAt >= REREAD_AFTER_MS) {
+      Object.assign(e, { from: range.from, until: range.from, sums: NOTHING, readAt: range.now });
+    }
+    if (e.from < range.from) {
+      e.sums = sliceSeriesSums(e.sums, (range.from - e.from) / bucketMs, Number.POSITIVE_INFINITY);
+      e.from = range.from;
+    }
+    const piece = Math.max(bucketMs, Math.floor(READ_PIECE_MS / bucketMs) * bucketMs);
+    while (e.until < settledUntil) {
+      const until = Math.min(settledUntil, e.until + piece);
+      const part = await store.endpointSeries({
+        endpointId,
+        from: e.until,
+        until,
+        bucketMs,
+        withPending: false,
+      });
+      e.sums = joinSeriesSums(range, e.sums, e.until, part);
+      e.until = until;
+      if (e.until < settledUntil) await nextTurn();
+    }
+    // A later request may have read further: answer only up to this one's settled end.
+    return e.until === settledUntil
+      ? e.sums
+      : sliceSeriesSums(e.sums, 0, (settledUntil - range.from) / bucketMs);
   }
 }
 

@@ -10,6 +10,7 @@ import {
   seriesRange,
   seriesSettledUntil,
   seriesSettleMs,
+  sliceSeriesSums,
 } from './endpoint-series.ts';
 import { ATTEMPT_TIMEOUT_MS } from './retry-schedule.ts';
 
@@ -282,5 +283,49 @@ describe('the settled part of a window', () => {
     expect(joinSeriesSums(r, empty, r.from, open).attempts).toEqual(open.attempts);
     expect(() => joinSeriesSums(r, empty, r.from + 1, open)).toThrow(RangeError);
     expect(() => joinSeriesSums(r, empty, r.from - 5 * MIN, open)).toThrow(RangeError);
+  });
+
+  it('slices buckets [first, end) out of a read, counted from first, the pending count kept', () => {
+    const sums: EndpointSeriesSums = {
+      attempts: [
+        {
+          bucket: 1,
+          attempts: 2,
+          delivered: 1,
+          queueMsSum: 3,
+          platformMsSum: 4,
+          consumerMsSum: 5,
+          consumerCount: 1,
+        },
+      ],
+      deadLetters: [
+        { bucket: 0, count: 1 },
+        { bucket: 4, count: 2 },
+      ],
+      created: [
+        { bucket: 2, count: 3 },
+        { bucket: 3, count: 1 },
+      ],
+      settled: [{ bucket: 3, count: 7 }],
+      pendingNow: 6,
+    };
+    expect(sliceSeriesSums(sums, 1, 4)).toEqual({
+      attempts: [{ ...sums.attempts[0]!, bucket: 0 }],
+      deadLetters: [],
+      created: [
+        { bucket: 1, count: 3 },
+        { bucket: 2, count: 1 },
+      ],
+      settled: [{ bucket: 2, count: 7 }],
+      pendingNow: 6,
+    });
+    expect(sliceSeriesSums(sums, 4, Number.POSITIVE_INFINITY).deadLetters).toEqual([{ bucket: 0, count: 2 }]);
+    expect(sliceSeriesSums(sums, 0, Number.POSITIVE_INFINITY)).toBe(sums);
+    expect(sliceSeriesSums(sums, 2, 2).created).toEqual([]);
+    // The input is not changed.
+    expect(sums.created[0]).toEqual({ bucket: 2, count: 3 });
+    expect(() => sliceSeriesSums(sums, -1, 3)).toThrow(RangeError);
+    expect(() => sliceSeriesSums(sums, 1.5, 3)).toThrow(RangeError);
+    expect(() => sliceSeriesSums(sums, 3, 2)).toThrow(RangeError);
   });
 });

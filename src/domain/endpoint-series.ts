@@ -187,6 +187,30 @@ export function joinSeriesSums(
   };
 }
 
+/**
+ * The buckets [first, end) of `sums`, counted from `first` (an entry that moved with its window, or a part of it);
+ * `pendingNow` is kept.
+ */
+export function sliceSeriesSums(sums: EndpointSeriesSums, first: number, end: number): EndpointSeriesSums {
+  if (!Number.isSafeInteger(first) || first < 0 || !(end >= first)) {
+    throw new RangeError('first must be an integer >= 0 and end >= first');
+  }
+  if (first === 0 && end === Number.POSITIVE_INFINITY) return sums;
+  const cut = <T extends { bucket: number }>(rows: T[]): T[] => {
+    const out: T[] = [];
+    for (const r of rows)
+      if (r.bucket >= first && r.bucket < end) out.push({ ...r, bucket: r.bucket - first });
+    return out;
+  };
+  return {
+    attempts: cut(sums.attempts),
+    deadLetters: cut(sums.deadLetters),
+    created: cut(sums.created),
+    settled: cut(sums.settled),
+    pendingNow: sums.pendingNow,
+  };
+}
+
 export interface SeriesBucket {
   start: number;
   attempts: number;
