@@ -10,6 +10,7 @@ import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
+  type FastifyReply,
   LogController,
 } from 'fastify';
 import type { Logger } from 'pino';
@@ -91,6 +92,18 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     childLoggerFactory: (logger) => logger,
     // Requests that arrive on kept-alive connections while closing get our own 503 (below), with Retry-After.
     return503OnClosing: false,
+    // A path that is not valid percent-encoding, or a path parameter longer than any id, is refused by the router
+    // before any hook runs: answered in the catalogue's envelope like every other bad request (nothing is read).
+    frameworkErrors: (err, _req, reply) =>
+      (reply as unknown as FastifyReply).status(400).send({
+        error: {
+          code: 'validation_failed',
+          message:
+            err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+              ? 'A path parameter is longer than any id.'
+              : 'The request path is not valid.',
+        },
+      }),
   });
 
   // Bodies are validated strictly (no coercion, no silently removed fields); query strings are coerced because
@@ -240,7 +253,9 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       reply.header('connection', 'close');
       throw new ApiError('shutting_down', undefined, undefined, 2);
     }
-    if (!req.url.startsWith('/v1/')) return;
+    // By the matched route, not the raw URL: the router decodes percent-encoding (`/%761/tenants` is /v1/tenants)
+    // and accepts absolute-form targets. A URL that matched no route is judged by its raw form (a 404 after auth).
+    if (!(req.routeOptions.url ?? req.url).startsWith('/v1/')) return;
     if (req.routeOptions.config && (req.routeOptions.config as { public?: boolean }).public) return;
     req.principal = await deps.auth.authenticate(req.headers.authorization);
   });

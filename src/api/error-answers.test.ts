@@ -125,7 +125,17 @@ describe('error answers and the document', () => {
   });
 
   it('times must be RFC 3339', async () => {
-    for (const body of [{ since: 'Jan 1 2020' }, { until: '12/31/2099' }, { since: '2026-01-01' }]) {
+    for (const body of [
+      { since: 'Jan 1 2020' },
+      { until: '12/31/2099' },
+      { since: '2026-01-01' },
+      // Impossible dates and times, which Date.parse would roll over into the next month or day.
+      { since: '2026-02-30T00:00:00Z' },
+      { since: '2025-02-29T00:00:00Z' },
+      { until: '2026-01-01T24:00:00Z' },
+      { until: '2026-01-01T23:60:00Z' },
+      { since: '2026-01-01T00:00:00+24:00' },
+    ]) {
       const res = await t.request({
         method: 'POST',
         url: `/v1/endpoints/${endpointId}/replay`,
@@ -139,8 +149,32 @@ describe('error answers and the document', () => {
       method: 'POST',
       url: `/v1/endpoints/${endpointId}/replay`,
       token: key,
-      body: { since: '2026-01-01T00:00:00Z', until: '2099-12-31T23:59:59.999+01:00' },
+      body: { since: '2024-02-29T00:00:00Z', until: '2099-12-31T23:59:59.999+01:00' },
     });
     expect(ok.status).toBe(202);
+  });
+
+  it('authenticates by the route a request reaches, however its path is spelled', async () => {
+    // The router decodes percent-encoding: these reach GET /v1/tenants and POST /v1/events.
+    for (const [method, url] of [
+      ['GET', '/%761/tenants'],
+      ['GET', '/%76%31/tenants'],
+      ['GET', `/%761/endpoints/${endpointId}`],
+      ['POST', '/%761/events'],
+    ] as const) {
+      const res = await t.request({ method, url, token: null, body: method === 'POST' ? {} : undefined });
+      expect(res.status, url).toBe(401);
+      expect(res.body.error.code).toBe('unauthorized');
+    }
+    const ok = await t.request({ method: 'GET', url: `/%761/endpoints/${endpointId}`, token: key });
+    expect(ok.status).toBe(200);
+  });
+
+  it('a path the router cannot read is a 400 in the usual envelope', async () => {
+    for (const url of ['/v1/endpoints/%ZZ', '/v1/endpoints/%E0%A4%A', `/v1/endpoints/${'x'.repeat(101)}`]) {
+      const res = await t.request({ method: 'GET', url, token: key });
+      expect(res.status, url).toBe(400);
+      expect(res.body.error.code).toBe('validation_failed');
+    }
   });
 });

@@ -35,9 +35,37 @@ export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength:
 
 export const Timestamp = Type.String({ format: 'date-time' });
 
-/** The `date-time` format: an RFC 3339 timestamp with a time and an offset (`2026-01-01T00:00:00Z`), a real date. */
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
-export const isRfc3339 = (s: string): boolean => RFC3339.test(s) && !Number.isNaN(Date.parse(s));
+/**
+ * The `date-time` format: an RFC 3339 timestamp with a time and an offset (`2026-01-01T00:00:00Z`), a real date and
+ * time. Date.parse alone rolls impossible values over (`2026-02-30` is read as March 2nd, `24:00` as the next day),
+ * which would silently move a replay's range or a re-enable's `resume_from`; so every field is range-checked. A
+ * leap second (`:60`) is refused: no clock here can stand on one.
+ */
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
+export const isRfc3339 = (s: string): boolean => {
+  const m = RFC3339.exec(s);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const days = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  const offsetOk = m[8] === undefined || (Number(m[8]) <= 23 && Number(m[9]) <= 59);
+  return (
+    month >= 1 &&
+    month <= 12 &&
+    day >= 1 &&
+    day <= days &&
+    hour <= 23 &&
+    minute <= 59 &&
+    second <= 59 &&
+    offsetOk
+  );
+};
 
 export const Tenant = Type.Object(
   { id: Type.String(), name: Type.String(), created_at: Timestamp },

@@ -7,7 +7,7 @@ export const systemRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
 
   // Ready when the store answers; load balancers stop sending traffic while it does not.
-  app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {
+  app.get('/readyz', { schema: { hide: true } }, async (req, reply) => {
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([
@@ -18,10 +18,12 @@ export const systemRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
       ]);
       return { ready: true, store: deps.store.capabilities.kind };
     } catch (err) {
+      // The store's own message (an address, a user name) goes to the log, not to whoever asks.
+      req.log.warn({ err }, 'readiness check failed');
       reply.header('retry-after', '2');
       return reply
         .status(503)
-        .send({ ready: false, store: deps.store.capabilities.kind, reason: String(err) });
+        .send({ ready: false, store: deps.store.capabilities.kind, reason: 'store_unavailable' });
     } finally {
       clearTimeout(timer);
     }
