@@ -226,6 +226,54 @@ describe.each(STORE_KINDS)('endpoint secrets and step-up API on %s', (kind) => {
       expect(unknown.status).toBe(404);
     });
 
+    it('retiring the new secret during the overlap keeps the previous one in force after the overlap', async () => {
+      const ep = await create(acme);
+      const first = ep.secret;
+      clock.advance(1000);
+      const rotated = await asTenant(acme)({ method: 'POST', url: `/v1/endpoints/${ep.id}/secrets` });
+      expect(rotated.status).toBe(201);
+      expect(rotated.body.previous.active_until).toBe(new Date(clock.now() + 7 * DAY_MS).toISOString());
+      clock.advance(1000);
+      const retire = await asTenant(acme)({
+        method: 'DELETE',
+        url: `/v1/endpoints/${ep.id}/secrets/${rotated.body.id}`,
+      });
+      expect(retire.status).toBe(204);
+      // The rotation is undone: the previous secret no longer ends with the overlap.
+      const now = await asTenant(acme)({ method: 'GET', url: `/v1/endpoints/${ep.id}/secrets` });
+      expect(
+        now.body.data.map((s: { id: string; active_until: string | null }) => [s.id, s.active_until]),
+      ).toEqual([[first.id, null]]);
+      clock.advance(8 * DAY_MS);
+      const after = await asTenant(acme)({ method: 'GET', url: `/v1/endpoints/${ep.id}/secrets` });
+      expect(after.body.data.map((s: { id: string }) => s.id)).toEqual([first.id]);
+      expect(
+        (await t.store.secretListActive({ endpointId: ep.id, now: clock.now() })).map((s) => s.id),
+      ).toEqual([first.id]);
+      const last = await asTenant(acme)({
+        method: 'DELETE',
+        url: `/v1/endpoints/${ep.id}/secrets/${first.id}`,
+      });
+      expect(last.status).toBe(409);
+      expect(last.body.error.code).toBe('last_active_secret');
+    });
+
+    it('retiring the previous secret early leaves the new one in force after the overlap', async () => {
+      const ep = await create(acme);
+      clock.advance(1000);
+      const rotated = await asTenant(acme)({ method: 'POST', url: `/v1/endpoints/${ep.id}/secrets` });
+      const retire = await asTenant(acme)({
+        method: 'DELETE',
+        url: `/v1/endpoints/${ep.id}/secrets/${ep.secret.id}`,
+      });
+      expect(retire.status).toBe(204);
+      clock.advance(8 * DAY_MS);
+      const after = await asTenant(acme)({ method: 'GET', url: `/v1/endpoints/${ep.id}/secrets` });
+      expect(
+        after.body.data.map((s: { id: string; active_until: string | null }) => [s.id, s.active_until]),
+      ).toEqual([[rotated.body.id, null]]);
+    });
+
     it('validates rotation bodies', async () => {
       const ep = await create(acme);
       for (const body of [

@@ -14,6 +14,7 @@ import { leasingConformance } from './delivery/leasing.ts';
 import { readsCancellationConformance } from './delivery/reads-cancellation.ts';
 import { replayBudgetConformance } from './delivery/replay-budget.ts';
 import { replayPacingConformance } from './delivery/replay-pacing.ts';
+import { secretRetirementConformance } from './delivery/secret-retirement.ts';
 import { type StoreConformanceOptions, skipAwareTest } from './store-conformance.ts';
 
 export function runDeliveryConformance(opts: StoreConformanceOptions): void {
@@ -38,6 +39,7 @@ export function runDeliveryConformance(opts: StoreConformanceOptions): void {
     readsCancellationConformance({ h, test });
     replayBudgetConformance({ h, test });
     replayPacingConformance({ h, test });
+    secretRetirementConformance({ h, test });
   });
 
   checkSkips();

@@ -52,6 +52,18 @@ const liveEndpoint = async (db: Db, endpointId: string) =>
   (await db.query('SELECT 1 FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR SHARE', [endpointId]))
     .rows.length === 1;
 
+/**
+ * The secret whose end to lift when `retiredId` is retired out of `active` (active now, newest first), so that a
+ * retirement never leaves the endpoint without a signing secret once the overlaps end: when none of the others is
+ * open-ended (retiring the new secret of a rotation, whose predecessor ends with the overlap), the newest of them
+ * stays in force, which undoes the rotation. Null when one of the others is already open-ended.
+ */
+function secretToKeep(active: SecretRecord[], retiredId: string): string | null {
+  const rest = active.filter((s) => s.id !== retiredId);
+  if (rest.length === 0 || rest.some((s) => s.activeUntil === null)) return null;
+  return rest[0]!.id;
+}
+
 const insertSecret = (db: Db, s: SecretRecord) =>
   db.query(`INSERT INTO endpoint_secrets (${SECRET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
     s.id,
@@ -261,6 +273,8 @@ export function createEndpointsStore({
         if (!active.some((s) => s.id === id)) return 'not_found' as const;
         if (active.length === 1) return 'last' as const;
         await c.query('UPDATE endpoint_secrets SET active_until = $2 WHERE id = $1', [id, now]);
+        const lift = secretToKeep(active, id);
+        if (lift) await c.query('UPDATE endpoint_secrets SET active_until = NULL WHERE id = $1', [lift]);
         await writeAudit(c, audit, undefined);
         return 'retired' as const;
       });

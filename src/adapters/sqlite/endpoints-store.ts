@@ -7,6 +7,18 @@ import { writeAudit } from './audit.ts';
 import type { RefreshDue } from './queue-due.ts';
 import { endpointFromRow, page, type Row, type St, secretFromRow, tenantClause } from './rows.ts';
 
+/**
+ * The secret whose end to lift when `retiredId` is retired out of `active` (active now, newest first), so that a
+ * retirement never leaves the endpoint without a signing secret once the overlaps end: when none of the others is
+ * open-ended (retiring the new secret of a rotation, whose predecessor ends with the overlap), the newest of them
+ * stays in force, which undoes the rotation. Null when one of the others is already open-ended.
+ */
+function secretToKeep(active: SecretRecord[], retiredId: string): string | null {
+  const rest = active.filter((s) => s.id !== retiredId);
+  if (rest.length === 0 || rest.some((s) => s.activeUntil === null)) return null;
+  return rest[0]!.id;
+}
+
 export function createEndpointsStore(
   db: Database.Database,
   st: St,
@@ -195,6 +207,8 @@ export function createEndpointsStore(
           if (!active.some((s) => s.id === id)) return 'not_found' as const;
           if (active.length === 1) return 'last' as const;
           st('UPDATE endpoint_secrets SET active_until = ? WHERE id = ?').run(now, id);
+          const lift = secretToKeep(active, id);
+          if (lift) st('UPDATE endpoint_secrets SET active_until = NULL WHERE id = ?').run(lift);
           writeAudit(st, audit, undefined);
           return 'retired' as const;
         })

@@ -80,6 +80,10 @@ export const secretRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
     {
       schema: {
         summary: 'Retire a signing secret early (tenant); the last active one cannot be retired',
+        description:
+          'Ends the secret now. The endpoint is never left without a secret once the overlap ends: retiring the ' +
+          'new secret of a rotation during its overlap undoes the rotation, and the previous secret stays active ' +
+          'with no end (`active_until` null). The last active secret cannot be retired (409 `last_active_secret`).',
         tags: ['secrets'],
         params: SecretParams,
         response: { 204: { type: 'null' }, ...errorResponses(401, 403, 404, 409) },
