@@ -17,8 +17,8 @@ import {
   type RefusalListener,
   type Resolver,
   resolveAllowed,
-  systemResolver,
 } from './guarded-agent.ts';
+import { systemResolver } from './system-resolver.ts';
 
 export interface GuardedDestinationCheckerOptions {
   allowNetworks?: readonly string[];
@@ -39,7 +39,7 @@ export class GuardedDestinationChecker implements DestinationChecker {
   constructor(opts: GuardedDestinationCheckerOptions = {}) {
     this.#allow = parseAllowNetworks(opts.allowNetworks ?? []);
     this.#httpsOnly = opts.httpsOnly ?? false;
-    this.#resolver = opts.resolver ?? systemResolver;
+    this.#resolver = opts.resolver ?? systemResolver();
     this.#timeoutMs = opts.resolveTimeoutMs ?? 5_000;
     this.#onRefusal = opts.onRefusal;
   }

@@ -12,7 +12,6 @@
  * the filtering (the guard would only see the proxy's address). Network containment (PRODUCT.md §7) is the
  * independent second layer.
  */
-import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP, isIPv6, type LookupFunction } from 'node:net';
 import { rootCertificates } from 'node:tls';
 import { Agent, buildConnector } from 'undici';
@@ -22,18 +21,6 @@ export interface Resolver {
   /** Every address the name resolves to (A and AAAA). An empty list or a rejection means "does not resolve". */
   resolve(host: string): Promise<string[]>;
 }
-
-/**
- * getaddrinfo through node:dns `lookup` (honours /etc/hosts and the system resolver). It runs on the libuv thread
- * pool, so a few slow attacker-controlled names can stall it; raise UV_THREADPOOL_SIZE on busy delivery nodes, or
- * inject a c-ares based resolver (dns.promises.Resolver with resolve4/resolve6 and a timeout).
- */
-export const systemResolver: Resolver = {
-  async resolve(host) {
-    const answers = await dnsLookup(host, { all: true, verbatim: true });
-    return answers.map((a) => a.address);
-  },
-};
 
 export const DESTINATION_NOT_ALLOWED = 'destination not allowed';
 

@@ -40,7 +40,8 @@ import type {
   SendResult,
   SendTimings,
 } from '../../ports/http-sender.ts';
-import { createGuardedAgent, type RefusalListener, type Resolver, systemResolver } from './guarded-agent.ts';
+import { createGuardedAgent, type RefusalListener, type Resolver } from './guarded-agent.ts';
+import { systemResolver } from './system-resolver.ts';
 import { AttemptTimeoutError, classifyTransportError } from './transport-errors.ts';
 
 export const MAX_REDIRECTS = 3;
@@ -66,7 +67,7 @@ export interface UndiciSenderOptions {
   allowNetworks?: readonly string[];
   /** Refuse plain http, on the stored URL and on every redirect hop. Default false. */
   httpsOnly?: boolean;
-  /** Name resolution for the guard; default node:dns lookup (see systemResolver). */
+  /** Name resolution for the guard; default the hosts file, then c-ares (system-resolver.ts). */
   resolver?: Resolver;
   /** HOOKRAIL_EGRESS_SOURCE_ADDRESS: bind outbound sockets to this local address. */
   localAddress?: string | null;
@@ -163,7 +164,7 @@ export class UndiciSender implements HttpSender {
     this.#now = opts.now ?? Date.now;
     this.#agent = createGuardedAgent({
       allow: parseAllowNetworks(opts.allowNetworks ?? []),
-      resolver: opts.resolver ?? systemResolver,
+      resolver: opts.resolver ?? systemResolver(),
       connectTimeoutMs: opts.connectTimeoutMs ?? CONNECT_TIMEOUT_MS,
       // Backstops only: the attempt deadline is the limit that matters.
       headersTimeoutMs: this.#attemptTimeoutMs,
