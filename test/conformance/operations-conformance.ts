@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe } from 'vitest';
 import { auditInTransactionConformance } from './operations/audit-in-transaction.ts';
 import { autoDisableConformance } from './operations/auto-disable.ts';
 import { deliveryReconstructConformance } from './operations/delivery-reconstruct.ts';
+import { enableAfterReplayConformance } from './operations/enable-after-replay.ts';
 import { endpointSeriesConformance } from './operations/endpoint-series.ts';
 import { createOperationsHarness } from './operations/harness.ts';
 import { notificationsConformance } from './operations/notifications.ts';
@@ -37,6 +38,7 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
     runtimeConformance({ h, test });
     notificationsConformance({ h, test });
     autoDisableConformance({ h, test });
+    enableAfterReplayConformance({ h, test });
     replayStatisticsAuditConformance({ h, test });
     auditInTransactionConformance({ h, test });
     retentionConformance({ h, test });

@@ -23,6 +23,7 @@ import {
   reassess,
   runtimeAfterEnable,
 } from '../../domain/endpoint-runtime.ts';
+import { matchesEventType } from '../../domain/event-types.ts';
 import { idFloor } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
 import { replayStart, singleReplayRefusal } from '../../domain/replay.ts';
@@ -160,15 +161,21 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
           [id],
         );
         const rt = parseRuntime(q.rows[0]?.runtime ?? null);
-        // The backlog: unleased pending deliveries, and the dead letters of the current streak. A later statement
-        // than the lock, so it sees everything the previous holder of the queue row committed.
-        const backlog = await c.query<{ id: string; status: string; ev_at: number }>(
-          `SELECT d.id, d.status, ev.created_at AS ev_at FROM deliveries d JOIN events ev ON ev.id = d.event_id
+        // The backlog: unleased pending deliveries, and the dead letters of the current streak as a bulk replay
+        // picks them: not replayed before (a bulk replay while disabled already queued those, and its replays are
+        // pending here) and of a type still subscribed to. A later statement than the lock, so it sees everything
+        // the previous holder of the queue row committed.
+        const backlog = await c.query<{ id: string; status: string; event_type: string; ev_at: number }>(
+          `SELECT d.id, d.status, d.event_type, ev.created_at AS ev_at
+             FROM deliveries d JOIN events ev ON ev.id = d.event_id
             WHERE d.endpoint_id = $1
-              AND ((d.status = 'pending' AND d.lease_owner IS NULL) OR (d.status = 'dead' AND d.updated_at >= $2))
+              AND ((d.status = 'pending' AND d.lease_owner IS NULL)
+                OR (d.status = 'dead' AND d.updated_at >= $2
+                    AND NOT EXISTS (SELECT 1 FROM deliveries r WHERE r.replayed_from = d.id)))
             ORDER BY d.id`,
           [id, rt.failingSince],
         );
+        const subscribed = JSON.parse(e.rows[0]!.event_types) as string[];
         const keep = (evAt: number) =>
           choice.kind === 'deliver' || (choice.kind === 'resume_from' && evAt >= choice.at);
         const due: string[] = [];
@@ -177,7 +184,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
         const replayIds: string[] = [];
         for (const r of backlog.rows) {
           if (r.status === 'pending') (keep(r.ev_at) ? due : skip).push(r.id);
-          else if (keep(r.ev_at)) {
+          else if (keep(r.ev_at) && matchesEventType(subscribed, r.event_type)) {
             replayOf.push(r.id);
             replayIds.push(ids.delivery());
           }

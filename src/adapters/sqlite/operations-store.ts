@@ -12,6 +12,7 @@ import {
   runtimeAfterEnable,
   runtimeIndexColumns,
 } from '../../domain/endpoint-runtime.ts';
+import { matchesEventType } from '../../domain/event-types.ts';
 import { idFloor } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
 import { replayStart, singleReplayRefusal } from '../../domain/replay.ts';
@@ -186,13 +187,21 @@ export function createSqliteOperationsStore(
             `SELECT d.id, ev.created_at AS ev_at FROM deliveries d JOIN events ev ON ev.id = d.event_id
            WHERE d.endpoint_id = ? AND d.status = 'pending' AND d.lease_owner IS NULL`,
           ).all(id) as Row[];
+          // The streak's dead letters, as a bulk replay picks them: not replayed before (a bulk replay while
+          // disabled already queued those, and its replays are pending above) and of a type still subscribed to.
+          const subscribed = JSON.parse(e.event_types as string) as string[];
           const dead =
             rt.failingSince === null
               ? []
-              : (st(
-                  `SELECT d.*, ev.created_at AS ev_at FROM deliveries d JOIN events ev ON ev.id = d.event_id
-                 WHERE d.endpoint_id = ? AND d.status = 'dead' AND d.updated_at >= ?`,
-                ).all(id, rt.failingSince) as Row[]);
+              : (
+                  st(
+                    `SELECT d.id, d.event_type, ev.created_at AS ev_at FROM deliveries d
+                       JOIN events ev ON ev.id = d.event_id
+                      WHERE d.endpoint_id = ? AND d.status = 'dead' AND d.updated_at >= ?
+                        AND NOT EXISTS (SELECT 1 FROM deliveries r WHERE r.replayed_from = d.id)
+                      ORDER BY d.id`,
+                  ).all(id, rt.failingSince) as Row[]
+                ).filter((r) => matchesEventType(subscribed, r.event_type as string));
           const keep = (r: Row) =>
             choice.kind === 'deliver' || (choice.kind === 'resume_from' && (r.ev_at as number) >= choice.at);
           let requeued = 0;
