@@ -10,9 +10,10 @@
  * and joinSeriesSums adds them up (the sums are additive per bucket, the parts' buckets disjoint). The answer is
  * the one a single read of the whole range gives (src/api/endpoint-stats-cache.test.ts checks it on both stores).
  *
- * A new entry reads its settled part in pieces of at most READ_PIECE_MS (a day: the 7-day window in seven), with a
- * turn of the event loop between them, so that on SQLite (synchronous) no request stops intake for the whole
- * window. A bucket, once read, is kept until it leaves the window or the entry is REREAD_AFTER_MS old; then the
+ * A new entry reads its settled part in pieces of at most READ_PIECE_MS (six hours: one bucket of the 7-day window,
+ * six of the 24-hour one), with a turn of the event loop between them, so that on SQLite (synchronous) no request
+ * stops intake for the whole window (measured with 500k deliveries in 7 days, on a loaded machine: 1.5–1.9 s for
+ * one read of the window, at most ~100 ms per piece). A bucket, once read, is kept until it leaves the window or the entry is REREAD_AFTER_MS old; then the
  * window is read again, which also picks up whatever landed later than the settle time allows (an attempt recorded
  * after a long store outage) or was deleted by retention meanwhile — each is off until then. At most `maxEntries`
  * entries (one per endpoint and window), the least recently used dropped first. Requests for one entry take turns,
@@ -41,7 +42,7 @@ export const STATS_CACHE_ENTRIES = 1_000;
 type SeriesReader = Pick<OperationsStore, 'endpointSeries'>;
 
 /** The longest span one read of a new entry covers (at least one bucket). */
-export const READ_PIECE_MS = 24 * 3_600_000;
+export const READ_PIECE_MS = 6 * 3_600_000;
 /** How long an entry's buckets are kept before the window is read again. */
 export const REREAD_AFTER_MS = 24 * 3_600_000;
 
