@@ -7,6 +7,7 @@ import { createPostgresStore } from '../../src/adapters/postgres/postgres-store.
 import type { Store } from '../../src/ports/store.ts';
 import { dropSchema, freshSchemaName, postgresUrl } from '../support/postgres.ts';
 import { runDeliveryConformance } from './delivery-conformance.ts';
+import { runIdempotencyWindowConformance } from './idempotency-window.ts';
 import { runLaneConformance } from './lane-conformance.ts';
 import { runOperationsConformance } from './operations-conformance.ts';
 import { runOrderingProperties } from './ordering-properties.ts';
@@ -44,3 +45,4 @@ runDeliveryConformance(options);
 runOperationsConformance(options);
 runLaneConformance(options);
 runOrderingProperties(options);
+runIdempotencyWindowConformance(options);

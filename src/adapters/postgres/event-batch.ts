@@ -7,7 +7,7 @@
  * When another transaction has inserted the same (tenant, key) and not yet committed, PostgreSQL makes our insert
  * wait for it; if it commits we see a conflict, if it aborts our row goes in. A claim therefore belongs to exactly
  * one transaction, and the event row is written in that same transaction, so a committed key always points at a
- * committed event. Taking over an expired key is an UPDATE guarded by `created_at < cutoff`: a concurrent
+ * committed event. Taking over an expired key is an UPDATE guarded by `created_at <= cutoff`: a concurrent
  * taker waits on the row lock, re-evaluates the guard on the new row (now fresh) and falls back to reading it.
  * Keys are claimed in sorted order so two batches never lock the same keys in opposite orders (deadlock).
  */
@@ -100,12 +100,13 @@ export async function insertEventBatch(
     let rest = pending.filter((g) => !g.outcome);
     if (rest.length === 0) break;
 
-    // 2. Take over keys whose record is older than the window: the key is free again.
+    // 2. Take over keys whose window has ended: a key recorded at c is live for [c, c + window), so at exactly
+    //    c + window (created_at = cutoff) it is free again, as on SQLite.
     const taken = await client.query<{ tenant_id: string; key: string }>(
       `UPDATE idempotency_keys AS k
           SET event_id = u.e, request_hash = u.h, created_at = $5::bigint
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(t, k, e, h)
-        WHERE k.tenant_id = u.t AND k.key = u.k AND k.created_at < $6::bigint
+        WHERE k.tenant_id = u.t AND k.key = u.k AND k.created_at <= $6::bigint
        RETURNING k.tenant_id, k.key`,
       [...arrays(rest), now, cutoff],
     );

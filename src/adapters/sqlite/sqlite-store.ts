@@ -176,7 +176,8 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
         e.tenantId,
         e.idempotencyKey,
       ) as Row | undefined;
-      if (existing && (existing.created_at as number) > now - windowMs) {
+      // A key recorded at c is live for [c, c + window): at exactly c + window it is free again (as on PostgreSQL).
+      if (existing && now < (existing.created_at as number) + windowMs) {
         const original = eventFromRow(st('SELECT * FROM events WHERE id = ?').get(existing.event_id) as Row);
         out.push({
           kind: existing.request_hash === e.requestHash ? 'duplicate' : 'key_conflict',
