@@ -23,7 +23,7 @@ import {
 import { EVENT_TYPE_MAX, EVENT_TYPE_PATTERN } from '../domain/event-rules.ts';
 import { MAX_EVENT_TYPE_FILTERS } from '../domain/event-types.ts';
 import { REPLAY_CONFIRM_ABOVE, REPLAY_MAX_PER_REQUEST, REPLAYABLE_STATUSES } from '../domain/replay.ts';
-import { EventAccepted, iso, ListQuery, Timestamp } from './schemas.ts';
+import { EventAccepted, iso, listQuery, Timestamp } from './schemas.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Endpoints and secrets
@@ -163,7 +163,7 @@ export const EndpointCreated = Type.Object({
 
 export const EndpointListQuery = Type.Composite(
   [
-    ListQuery,
+    listQuery('endpoint'),
     Type.Object({
       tenant_id: Type.Optional(
         Type.String({ minLength: 1, maxLength: 64, description: 'Operator only: one tenant.' }),
@@ -334,7 +334,7 @@ export const Delivery = Type.Object({
 });
 
 export const DeliveryListQuery = Type.Composite(
-  [ListQuery, Type.Object({ status: Type.Optional(DeliveryStatusSchema) })],
+  [listQuery('delivery'), Type.Object({ status: Type.Optional(DeliveryStatusSchema) })],
   { additionalProperties: false },
 );
 

@@ -57,10 +57,31 @@ describe('error answers and the document', () => {
   });
 
   it('a malformed cursor is invalid_cursor', async () => {
-    for (const url of ['/v1/endpoints?cursor=abc', `/v1/endpoints/${endpointId}/deliveries?cursor=abc`]) {
+    const ulid = '01JABCDEFGHJKMNPQRSTVWXYZ0';
+    for (const url of [
+      '/v1/endpoints?cursor=abc',
+      `/v1/endpoints/${endpointId}/deliveries?cursor=abc`,
+      // Well formed, but the id of another kind: it would compare as a string and answer a wrong page.
+      `/v1/endpoints?cursor=zz_${ulid}`,
+      `/v1/endpoints?cursor=dlv_${ulid}`,
+      `/v1/endpoints/${endpointId}/deliveries?cursor=evt_${ulid}`,
+      `/v1/events?cursor=ep_${ulid}`,
+      `/v1/notifications?cursor=aud_${ulid}`,
+      `/v1/audit-events?cursor=ntf_${ulid}`,
+    ]) {
       const res = await t.request({ method: 'GET', url, token: key });
       expect(res.status, url).toBe(400);
       expect(res.body.error.code).toBe('invalid_cursor');
+    }
+    for (const [url, token] of [
+      [`/v1/endpoints?cursor=ep_${ulid}`, key],
+      [`/v1/endpoints/${endpointId}/deliveries?cursor=dlv_${ulid}`, key],
+      [`/v1/events?cursor=evt_${ulid}`, key],
+      [`/v1/notifications?cursor=ntf_${ulid}`, key],
+      [`/v1/tenants?cursor=ten_${ulid}`, undefined],
+      [`/v1/producer-keys?cursor=key_${ulid}`, undefined],
+    ] as const) {
+      expect((await t.request({ method: 'GET', url, token })).status, url).toBe(200);
     }
   });
 

@@ -5,6 +5,7 @@
 import { type TSchema, Type } from '@sinclair/typebox';
 import { ERRORS } from '../domain/errors.ts';
 import { EVENT_TYPE_MAX, EVENT_TYPE_PATTERN, RESOURCE_ID_MAX } from '../domain/event-rules.ts';
+import { ID_PREFIXES, type IdKind } from '../domain/ids.ts';
 
 export const ErrorBody = Type.Object(
   {
@@ -20,13 +21,21 @@ export const ErrorBody = Type.Object(
 export const errorResponses = (...statuses: number[]) =>
   Object.fromEntries(statuses.map((s) => [s, Type.Ref('Error')]));
 
-export const ListQuery = Type.Object(
-  {
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 50 })),
-    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z]{2,3}_[0-9A-Z]{26}$' })),
-  },
-  { additionalProperties: false },
-);
+/**
+ * A list's query: `limit`, and `cursor` — the last id of the page before, of the list's own kind. A cursor of
+ * another kind would still compare as a string (an endpoint id after every delivery id, say) and answer a page
+ * that looks like the list's start or end, so it is refused as `invalid_cursor` like any other malformed one.
+ */
+export const listQuery = (kind: IdKind) =>
+  Type.Object(
+    {
+      limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 50 })),
+      cursor: Type.Optional(
+        Type.String({ minLength: 1, maxLength: 64, pattern: `^${ID_PREFIXES[kind]}_[0-9A-Z]{26}$` }),
+      ),
+    },
+    { additionalProperties: false },
+  );
 
 export const listOf = (item: TSchema) =>
   Type.Object({ data: Type.Array(item), next_cursor: Type.Union([Type.String(), Type.Null()]) });
@@ -147,7 +156,7 @@ export const Event = Type.Object(
 
 export const EventListQuery = Type.Composite(
   [
-    ListQuery,
+    listQuery('event'),
     Type.Object({
       tenant_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
       type: Type.Optional(Type.String({ minLength: 1, maxLength: EVENT_TYPE_MAX })),

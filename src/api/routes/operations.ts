@@ -36,7 +36,7 @@ import {
   TestEventRequest,
   TestEventSent,
 } from '../control-schemas.ts';
-import { errorResponses, IdParams, iso, ListQuery, listOf } from '../schemas.ts';
+import { errorResponses, IdParams, iso, listOf, listQuery } from '../schemas.ts';
 import { EndpointStats, StatsQuery } from '../stats-schemas.ts';
 import { deliveryJson } from './deliveries.ts';
 import { endpointJson } from './endpoints.ts';
@@ -413,7 +413,7 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
       schema: {
         summary: 'Notifications sent (or listed) about your endpoints, newest first',
         tags: ['notifications'],
-        querystring: ListQuery,
+        querystring: listQuery('notification'),
         response: { 200: listOf(Notification), ...errorResponses(400, 401, 403) },
       },
     },
@@ -434,7 +434,7 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
         summary:
           'The append-only audit trail, newest first; `Accept: application/x-ndjson` streams all, oldest first',
         tags: ['audit'],
-        querystring: ListQuery,
+        querystring: listQuery('audit'),
         response: { 200: listOf(AuditEvent), ...errorResponses(400, 401, 403) },
       },
     },

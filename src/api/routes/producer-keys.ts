@@ -7,8 +7,8 @@ import {
   errorResponses,
   IdParams,
   iso,
-  ListQuery,
   listOf,
+  listQuery,
   ProducerKey,
   ProducerKeyCreate,
   ProducerKeyCreated,
@@ -44,7 +44,7 @@ export const producerKeyRoutes = (deps: ApiDeps) => async (app: FastifyInstance)
       schema: {
         summary: 'List live producer keys (operator); the keys themselves are never shown again',
         tags: ['producer-keys'],
-        querystring: ListQuery,
+        querystring: listQuery('apiKey'),
         response: { 200: listOf(ProducerKey), ...errorResponses(400, 401, 403) },
       },
     },

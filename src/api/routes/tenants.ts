@@ -7,8 +7,8 @@ import {
   errorResponses,
   IdParams,
   iso,
-  ListQuery,
   listOf,
+  listQuery,
   Tenant,
   TenantCreate,
   TenantCreated,
@@ -46,7 +46,7 @@ export const tenantRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
       schema: {
         summary: 'List tenants (operator)',
         tags: ['tenants'],
-        querystring: ListQuery,
+        querystring: listQuery('tenant'),
         response: { 200: listOf(Tenant), ...errorResponses(400, 401, 403) },
       },
     },
