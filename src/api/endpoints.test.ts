@@ -345,6 +345,21 @@ describe.each(STORE_KINDS)('endpoints API on %s', (kind) => {
         code: 'header_not_allowed',
       },
       {
+        name: 'x-forwarded-for header',
+        body: endpointBody({ headers: { 'X-Forwarded-For': '10.0.0.1' } }),
+        code: 'header_not_allowed',
+      },
+      {
+        name: 'metadata-flavor header',
+        body: endpointBody({ headers: { 'Metadata-Flavor': 'Google' } }),
+        code: 'header_not_allowed',
+      },
+      {
+        name: 'x-amz- header',
+        body: endpointBody({ headers: { 'x-amz-security-token': 'abc' } }),
+        code: 'header_not_allowed',
+      },
+      {
         name: 'duplicate header by case',
         body: endpointBody({ headers: { 'X-A': '1', 'x-a': '2' } }),
         code: 'validation_failed',
@@ -380,6 +395,7 @@ describe.each(STORE_KINDS)('endpoints API on %s', (kind) => {
         [{}, 'validation_failed'],
         [{ headers: { 'x-a': 'a\r\nb' } }, 'validation_failed'],
         [{ headers: { 'webhook-id': 'x' } }, 'header_not_allowed'],
+        [{ headers: { 'x-aws-ec2-metadata-token': 'x' } }, 'header_not_allowed'],
         [{ event_types: [] }, 'validation_failed'],
         [{ max_concurrency: 101 }, 'validation_failed'],
         [{ url: 'ftp://hooks.example.com/' }, 'invalid_url'],

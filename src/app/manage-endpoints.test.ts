@@ -73,6 +73,50 @@ describe('endpoint input rules', () => {
     expect(new RegExp(HEADER_VALUE_PATTERN).test('a\r\nb')).toBe(false);
   });
 
+  it.each([
+    // Forwarding headers: a receiver or its proxies may take them for the client's address.
+    ['Forwarded', 'for=10.0.0.1'],
+    ['X-Forwarded-For', '10.0.0.1'],
+    ['x-forwarded-host', 'internal'],
+    ['X-Forwarded-Proto', 'https'],
+    ['x-forwarded-anything', 'x'],
+    ['X-Real-IP', '10.0.0.1'],
+    // Cloud metadata unlock headers, and the cloud API prefixes.
+    ['Metadata', 'true'],
+    ['Metadata-Flavor', 'Google'],
+    ['X-Google-Metadata-Request', 'True'],
+    ['X-aws-ec2-metadata-token', 'abc'],
+    ['x-aws-ec2-metadata-token-ttl-seconds', '21600'],
+    ['X-Amz-Security-Token', 'abc'],
+    ['x-amz-date', '20250101T000000Z'],
+    ['X-Goog-User-Project', 'p'],
+    ['x-azure-ref', 'r'],
+  ])('refuses the %s header with header_not_allowed', (name, value) => {
+    let err: unknown;
+    try {
+      checkCustomHeaders({ 'x-team': 'a', [name]: value });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ApiError);
+    expect(err).toMatchObject({ code: 'header_not_allowed', status: 400, details: { header: name } });
+  });
+
+  it.each([
+    'x-forwarded',
+    'x-forward-to',
+    'x-realip',
+    'metadata-x',
+    'x-google-project',
+    'x-amz',
+    'x-goog',
+    'x-azure',
+    'x-aws-region',
+    'authorization',
+  ])('still accepts the %s header, which no refused name or prefix covers', (name) => {
+    expect(checkCustomHeaders({ [name]: 'v' })).toEqual({ [name]: 'v' });
+  });
+
   it('accepts exact, prefix and catch-all filters only', () => {
     const re = new RegExp(EVENT_TYPE_FILTER_PATTERN);
     for (const ok of ['*', 'order', 'order.created', 'order.*', 'v2.user-x.deleted_y.*'])

@@ -11,10 +11,14 @@
  * - Custom headers: names are RFC 7230 tokens, stored lower-case, unique regardless of case. Refused: hop-by-hop and
  *   framing headers (connection, keep-alive, te, trailer, transfer-encoding, upgrade, http2-settings, proxy-*), host,
  *   expect, content-length, content-type, content-encoding (they would break or misdescribe the request), user-agent
- *   and webhook-* (ours, part of the signed contract). `authorization` is ALLOWED: it is how a consumer behind a
- *   gateway asks for credentials, since credentials in the URL are refused. Custom headers are dropped when a
- *   redirect leaves the endpoint's origin, so they do not leak. Values are stored in clear, shown in GET and in
- *   the request inspector; they are not a place for secrets that the tenant key must not read.
+ *   and webhook-* (ours, part of the signed contract); forwarded, x-forwarded-* and x-real-ip (a receiver or its
+ *   proxies may trust them as the client's address); the cloud metadata and cloud API headers (metadata,
+ *   metadata-flavor, x-google-metadata-request, x-aws-ec2-metadata-token[-ttl-seconds], x-amz-*, x-goog-*,
+ *   x-azure-*), which would help a destination that reaches such a service answer. `authorization` is ALLOWED:
+ *   it is how a consumer behind a gateway asks for credentials, since credentials in the URL are refused. Custom
+ *   headers are dropped when a redirect leaves the endpoint's origin, so they do not leak. Values are stored in
+ *   clear, shown in GET and in the request inspector; they are not a place for secrets that the tenant key must
+ *   not read.
  * - Secrets: `whsec_` + 32 random bytes, sealed with the KeyService bound to tenant and endpoint; shown once.
  *   Rotation keeps the previous secret active for `overlap_seconds` (default 7 days); at most two are active.
  */
@@ -62,24 +66,61 @@ export const EVENT_TYPE_FILTER_PATTERN = `^(?:\\*|${EVENT_TYPE_PATTERN.slice(1, 
 
 const HEADER_NAME_RE = new RegExp(HEADER_NAME_PATTERN);
 const HEADER_VALUE_RE = new RegExp(HEADER_VALUE_PATTERN);
-const FORBIDDEN_HEADERS = new Set([
-  'connection',
-  'keep-alive',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'http2-settings',
-  'host',
-  'expect',
-  'content-length',
-  'content-type',
-  'content-encoding',
-  // The transport asks for `identity`: the attempt log keeps the response bytes as they came.
-  'accept-encoding',
-  'user-agent',
-]);
-const FORBIDDEN_HEADER_PREFIXES = ['proxy-', 'webhook-'];
+/** Custom header names refused (`header_not_allowed`), and name prefixes, for one reason. */
+interface RefusedHeaders {
+  names: readonly string[];
+  prefixes: readonly string[];
+  why: string;
+}
+const REFUSED_HEADERS: readonly RefusedHeaders[] = [
+  {
+    names: [
+      'connection',
+      'keep-alive',
+      'te',
+      'trailer',
+      'transfer-encoding',
+      'upgrade',
+      'http2-settings',
+      'host',
+      'expect',
+      'content-length',
+      'content-type',
+      'content-encoding',
+      // The transport asks for `identity`: the attempt log keeps the response bytes as they came.
+      'accept-encoding',
+      'user-agent',
+    ],
+    prefixes: ['proxy-', 'webhook-'],
+    why: 'is set by Hookrail or controls the connection',
+  },
+  {
+    // A receiver or its proxies may take these for the client's own address or route on them.
+    names: ['forwarded', 'x-real-ip'],
+    prefixes: ['x-forwarded-'],
+    why: 'describes the client or proxy path, which only proxies may state',
+  },
+  {
+    // The headers cloud metadata services and cloud APIs require before they answer: never sent on a tenant's say.
+    names: [
+      'metadata',
+      'metadata-flavor',
+      'x-google-metadata-request',
+      'x-aws-ec2-metadata-token',
+      'x-aws-ec2-metadata-token-ttl-seconds',
+    ],
+    prefixes: ['x-amz-', 'x-goog-', 'x-azure-'],
+    why: 'unlocks cloud metadata services or cloud APIs',
+  },
+];
+
+/** Why the (lower-case) header name may not be customised, or null when it may. */
+function headerRefusal(name: string): string | null {
+  const hit = REFUSED_HEADERS.find(
+    (r) => r.names.includes(name) || r.prefixes.some((p) => name.startsWith(p)),
+  );
+  return hit ? hit.why : null;
+}
 
 const hours = (seconds: number) => `${Math.round((seconds / 3600) * 10) / 10} h`;
 const SCHEDULE = publishedRetrySchedule();
@@ -194,12 +235,11 @@ export function checkCustomHeaders(headers: Record<string, string>): Record<stri
     if (name.length > MAX_HEADER_NAME_LENGTH || !HEADER_NAME_RE.test(name)) {
       throw new ApiError('validation_failed', 'Header names must be HTTP tokens.', { header: given });
     }
-    if (FORBIDDEN_HEADERS.has(name) || FORBIDDEN_HEADER_PREFIXES.some((p) => name.startsWith(p))) {
-      throw new ApiError(
-        'header_not_allowed',
-        `The ${name} header is set by Hookrail or controls the connection; it cannot be customised.`,
-        { header: given },
-      );
+    const refused = headerRefusal(name);
+    if (refused !== null) {
+      throw new ApiError('header_not_allowed', `The ${name} header ${refused}; it cannot be customised.`, {
+        header: given,
+      });
     }
     if (out.has(name)) {
       throw new ApiError('validation_failed', 'Header names must be unique (case-insensitively).', {
