@@ -44,14 +44,9 @@ export async function deliverAttempt(
 
   let result: SendResult;
   if (secrets.length === 0) {
-    // Cannot happen through the API (the last secret cannot be retired); never send an unsigned request.
-    result = {
-      kind: 'error',
-      errorClass: 'network',
-      message: 'no active signing secret',
-      hops: [],
-      timings: { startedAt, wireAt: null, responseAt: null, finishedAt: startedAt },
-    };
+    // Cannot happen through the API (the last secret cannot be retired); never send an unsigned request. Hookrail's
+    // state, not the endpoint's answer: a platform error.
+    result = platformError('no active signing secret', startedAt, deps.clock.now());
   } else {
     result = await deps.sender.send(
       new SignedRequest(
@@ -66,6 +61,40 @@ export async function deliverAttempt(
   }
   const { next, attempt } = attemptCompletion(deps.random, leased, startedAt, deps.clock.now(), result);
   return { next, attempt, leaseOwner, probe: leased.mode === 'probe' };
+}
+
+/** The message of every attempt that failed on Hookrail's side: the cause goes to the log, never to the tenant. */
+export const PLATFORM_ERROR_MESSAGE =
+  "Hookrail could not make this attempt (an error on Hookrail's side, not the endpoint's)";
+
+/**
+ * The record of an attempt that deliverAttempt could not finish — its secret lookup, signing or sender threw (a
+ * secret sealed under another master key, a bug): a failed `platform_error` attempt, rescheduled on the retry
+ * schedule or dead-lettered at its limits, so the delivery ends delivered or dead-lettered as any other (PRODUCT.md
+ * §6) instead of being leased again and again while nothing is recorded. It judges nothing of the endpoint
+ * (outcome.ts judgesEndpoint). The caller logs the cause; the record holds only a generic message. What the attempt
+ * may have sent is unknown, so no hops are recorded.
+ */
+export function platformFailedAttempt(
+  deps: Pick<AttemptDeps, 'clock' | 'random'>,
+  leased: LeasedDelivery,
+  leaseOwner: string,
+  leasedAt: number,
+): AttemptCompletion {
+  const finishedAt = Math.max(leasedAt, deps.clock.now());
+  const result = platformError(PLATFORM_ERROR_MESSAGE, leasedAt, finishedAt);
+  const { next, attempt } = attemptCompletion(deps.random, leased, leasedAt, finishedAt, result);
+  return { next, attempt, leaseOwner, probe: leased.mode === 'probe' };
+}
+
+function platformError(message: string, startedAt: number, finishedAt: number): SendResult {
+  return {
+    kind: 'error',
+    errorClass: 'platform_error',
+    message,
+    hops: [],
+    timings: { startedAt, wireAt: null, responseAt: null, finishedAt },
+  };
 }
 
 /**

@@ -82,8 +82,10 @@ describe('circuitOutcome: what counts', () => {
 
   it.each(Object.keys(ERROR_CLASSES) as ErrorClass[])('error class %s', (errorClass) => {
     const outcome = { result: ERROR_CLASSES[errorClass], errorClass } as Outcome;
-    // circuit_open was never sent: it is not the endpoint's answer. Everything else was sent and failed.
-    expect(circuitOutcome(outcome)).toBe(errorClass === 'circuit_open' ? null : 'failure');
+    // circuit_open was never sent and platform_error failed on Hookrail's side: neither is the endpoint's answer.
+    // Everything else was sent and failed.
+    const notTheEndpoints = errorClass === 'circuit_open' || errorClass === 'platform_error';
+    expect(circuitOutcome(outcome)).toBe(notTheEndpoints ? null : 'failure');
   });
 });
 

@@ -14,9 +14,12 @@
  * What counts. The circuit is driven by the endpoint's answers, so every attempt that was actually sent counts:
  * retryable failures and permanent ones (a 4xx, a rejected redirect, a refused destination) alike — a permanent
  * failure is still the endpoint failing to take a delivery, and an endpoint that answers 404 to everything is
- * exactly as down for its owner as one that refuses connections. `circuit_open` attempts were never sent and do not
- * count (circuitOutcome maps them to null). This differs on purpose from the retry budget, where a `circuit_open`
- * attempt does use up one of a delivery's attempts (retry-schedule.ts).
+ * exactly as down for its owner as one that refuses connections. `circuit_open` attempts were never sent and
+ * `platform_error` ones failed on Hookrail's side: neither counts (circuitOutcome maps them to null; the list is
+ * outcome.ts NOT_THE_ENDPOINTS). This differs on purpose from the retry budget, where both use up one of a
+ * delivery's attempts (retry-schedule.ts). A probe that ends in `platform_error` leaves its claim to expire: the
+ * circuit is open again PROBE_CLAIM_TTL_MS later and the next probe is spaced from this one's start, as for a
+ * prober that died.
  *
  * Any success closes. A success that arrives while the circuit is open or half_open — from an attempt that was
  * started while it was still closed, or from a probe whose claim had already expired — closes it just as a probe
@@ -32,7 +35,7 @@
  * the dead one's start, so a crashed prober never causes two probes inside one interval.
  */
 
-import type { Outcome } from './outcome.ts';
+import { judgesEndpoint, type Outcome } from './outcome.ts';
 import { ATTEMPT_TIMEOUT_MS } from './retry-schedule.ts';
 
 export const CIRCUIT_FAILURE_THRESHOLD = 20;
@@ -88,10 +91,10 @@ export function initialCircuit(): CircuitState {
   };
 }
 
-/** What one attempt's outcome means for the circuit; null for `circuit_open`, which was never sent. */
+/** What one attempt's outcome means for the circuit; null for a failure that is not the endpoint's (judgesEndpoint). */
 export function circuitOutcome(outcome: Outcome): CircuitOutcome | null {
   if (outcome.result === 'delivered') return 'success';
-  if (outcome.result === 'retryable' && outcome.errorClass === 'circuit_open') return null;
+  if (!judgesEndpoint(outcome.errorClass)) return null;
   return 'failure';
 }
 

@@ -36,7 +36,7 @@ export interface LoggedAttempt {
   startedAt: number;
   finishedAt: number;
   outcome: LoggedOutcome;
-  /** The `webhook-id` header of its first hop; null when nothing was sent (a `circuit_open` attempt). */
+  /** The `webhook-id` header of its first hop; null when none was recorded (`circuit_open`, `platform_error`). */
   webhookId: string | null;
 }
 

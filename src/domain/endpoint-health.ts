@@ -18,10 +18,11 @@
  *   - at least one delivery was dead-lettered in the last 24 h (something was lost and may need a replay).
  * - healthy otherwise, including an endpoint with no attempts at all (no evidence of a problem).
  *
- * Counted attempts are the ones actually sent: `circuit_open` attempts are not the endpoint's answer and must be
- * left out of every count here (as in circuit-breaker.ts). Permanent failures count as failures. The windows
- * are rolling and computed by the caller from the attempt log; they are not cross-checked against each other,
- * because two counts read a moment apart may legitimately disagree by an attempt.
+ * Counted attempts are the endpoint's answers: `circuit_open` attempts (never sent) and `platform_error` ones
+ * (Hookrail failed) are not, and must be left out of every count here (outcome.ts NOT_THE_ENDPOINTS, as in
+ * circuit-breaker.ts). Permanent failures count as failures. The windows are rolling and computed by the caller
+ * from the attempt log; they are not cross-checked against each other, because two counts read a moment apart may
+ * legitimately disagree by an attempt.
  *
  * The last success and last failure times are deliberately not inputs: `consecutiveFailures` (reset by any
  * success) already says "no success since", and the windows say how recent; what the times add is the streak's
@@ -49,7 +50,7 @@ export type HealthReason =
   | 'recent_dead_letter';
 
 export interface WindowStats {
-  /** Attempts sent in the window (circuit_open excluded). */
+  /** Attempts in the window that judge the endpoint (circuit_open and platform_error excluded: judgesEndpoint). */
   attempts: number;
   successes: number;
 }

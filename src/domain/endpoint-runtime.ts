@@ -17,6 +17,7 @@ import {
 } from './circuit-breaker.ts';
 import { NOTICE_WINDOW_MS, type NoticeCause, noticeDecision } from './dead-letter-notice.ts';
 import { assessHealth, type HealthReason, type HealthState } from './endpoint-health.ts';
+import { judgesEndpoint } from './outcome.ts';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -70,8 +71,11 @@ export interface RecordedAttempt {
   at: number;
   /** 'delivered' | 'retryable' | 'permanent' */
   outcome: 'delivered' | 'retryable' | 'permanent';
-  /** A `circuit_open` attempt was never sent: it moves no circuit, streak or health. */
-  circuitOpen: boolean;
+  /**
+   * The attempt's error class (null when delivered). One that is not the endpoint's doing (`circuit_open`,
+   * `platform_error`: outcome.ts judgesEndpoint) moves no circuit, streak or health; its dead letter still counts.
+   */
+  errorClass: string | null;
   probe: boolean;
   /** Set when this attempt dead-lettered its delivery. */
   deadLetter: NoticeCause | null;
@@ -89,7 +93,7 @@ export function applyAttempt(
   disabled: boolean,
 ): { runtime: EndpointRuntime; notices: Notice[] } {
   let next: EndpointRuntime = { ...rt, notices: { ...rt.notices } };
-  if (!a.circuitOpen) {
+  if (judgesEndpoint(a.errorClass)) {
     const success = a.outcome === 'delivered';
     next.circuit = onOutcome(rt.circuit, success ? 'success' : 'failure', a.at, a.probe);
     if (success) {
@@ -100,6 +104,9 @@ export function applyAttempt(
       next.failingSince = rt.failingSince ?? a.at;
     }
   }
+  // A dead letter counts whatever its last attempt's class: a delivery was lost and waits for a replay, which the
+  // notice (never silent, ADR-09) and the health reason `recent_dead_letter` say — and health changes before the
+  // notice goes out, so the two cannot be separated.
   if (a.deadLetter) next.lastDeadLetterAt = a.at;
   next = reassess(next, a.at, disabled);
 

@@ -4,6 +4,8 @@ import {
   ERROR_CLASSES,
   type ErrorClass,
   isErrorClass,
+  judgesEndpoint,
+  NOT_THE_ENDPOINTS,
   type Outcome,
   parseHttpDate,
   parseRetryAfter,
@@ -104,6 +106,7 @@ describe('classifyOutcome: transport errors', () => {
     ['timeout', 'retryable'],
     ['network', 'retryable'],
     ['circuit_open', 'retryable'],
+    ['platform_error', 'retryable'],
     ['destination_blocked', 'permanent'],
     ['redirect_rejected', 'permanent'],
   ])('%s → %s', (errorClass, result) => {
@@ -119,12 +122,23 @@ describe('classifyOutcome: transport errors', () => {
         'destination_blocked',
         'dns',
         'network',
+        'platform_error',
         'redirect_rejected',
         'reset',
         'timeout',
         'tls',
       ].sort(),
     );
+  });
+
+  it('judgesEndpoint: only circuit_open and platform_error say nothing about the endpoint', () => {
+    expect(NOT_THE_ENDPOINTS).toEqual(['circuit_open', 'platform_error']);
+    for (const errorClass of Object.keys(ERROR_CLASSES)) {
+      expect(judgesEndpoint(errorClass)).toBe(!NOT_THE_ENDPOINTS.includes(errorClass as ErrorClass));
+    }
+    expect(judgesEndpoint(null)).toBe(true); // delivered
+    expect(judgesEndpoint('http_status')).toBe(true);
+    expect(judgesEndpoint('some_future_class')).toBe(true);
   });
 
   it('isErrorClass guards persisted strings', () => {

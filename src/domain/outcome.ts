@@ -14,8 +14,9 @@ export const RETRY_AFTER_STATUSES: readonly number[] = [429, 503];
 export const RETRYABLE_STATUSES_4XX: readonly number[] = [408, 429];
 
 /**
- * Transport-level failures, named by the delivery adapter. Each value is persisted in the attempt log, so
- * values may be added but never renamed.
+ * Transport-level failures, named by the delivery adapter, and the two failures that are Hookrail's own
+ * (`circuit_open`, `platform_error`). Each value is persisted in the attempt log, so values may be added but never
+ * renamed.
  */
 export const ERROR_CLASSES = {
   connect_refused: 'retryable',
@@ -27,6 +28,11 @@ export const ERROR_CLASSES = {
   network: 'retryable',
   // Not sent at all while the endpoint's circuit is open; recorded so the schedule keeps running (§5).
   circuit_open: 'retryable',
+  // Hookrail itself could not make the attempt: a signing secret it cannot open (sealed under another master key),
+  // no active secret, or an internal error while preparing or sending. Retried on the schedule like any retryable
+  // failure, so the delivery still ends delivered or dead-lettered (§6) and uses its 12 attempts / 72 h; whether a
+  // request reached the endpoint is unknown (a send that threw may have got out), so a retry may be a duplicate.
+  platform_error: 'retryable',
   // The address guard refused the resolved address (ADR-11). Retrying would only repeat a request-forgery
   // probe against a forbidden network; the tenant has to fix the URL (or the operator HOOKRAIL_ALLOW_NETWORKS).
   destination_blocked: 'permanent',
@@ -47,6 +53,22 @@ export type Outcome =
   | { result: 'delivered' }
   | { result: 'retryable'; errorClass: FailureClass; retryAfterMs?: number }
   | { result: 'permanent'; errorClass: FailureClass };
+
+/**
+ * Failures that are not the endpoint's doing, recorded so that the delivery's schedule keeps running: `circuit_open`
+ * (Hookrail chose not to send) and `platform_error` (Hookrail could not). They judge nothing of the endpoint — its
+ * circuit, failure streak, health and auto-disable (judgesEndpoint) — but use the delivery's retry budget like any
+ * failure (retry-schedule.ts).
+ */
+export const NOT_THE_ENDPOINTS: readonly ErrorClass[] = ['circuit_open', 'platform_error'];
+
+/**
+ * Whether an attempt with this error class (null: delivered) is evidence about the endpoint. A plain string, as read
+ * back from the attempt log: unknown classes judge, as every class did before it was added here.
+ */
+export function judgesEndpoint(errorClass: string | null): boolean {
+  return errorClass === null || !(NOT_THE_ENDPOINTS as readonly string[]).includes(errorClass);
+}
 
 export function isErrorClass(value: string): value is ErrorClass {
   return Object.hasOwn(ERROR_CLASSES, value);

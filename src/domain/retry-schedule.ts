@@ -35,7 +35,7 @@ export type RetryDecision =
   | { kind: 'dead_letter'; reason: 'max_attempts' | 'max_age' };
 
 export interface RetryInput {
-  /** Failed attempts so far, including the one just made (circuit_open attempts count: §5). */
+  /** Failed attempts so far, including the one just made (circuit_open and platform_error attempts count). */
   attemptsMade: number;
   firstAttemptAt: number;
   now: number;

@@ -22,7 +22,12 @@
  * returns the delivery to the queue and it is retried with the same webhook-id (at-least-once).
  */
 import type { Logger } from 'pino';
-import { type AttemptDeps, deliverAttempt, skippedAttempt } from '../app/deliver-attempt.ts';
+import {
+  type AttemptDeps,
+  deliverAttempt,
+  platformFailedAttempt,
+  skippedAttempt,
+} from '../app/deliver-attempt.ts';
 import type { Signal } from '../app/signal.ts';
 import { newId } from '../domain/ids.ts';
 import type { LaneBinding } from '../domain/lanes.ts';
@@ -214,18 +219,48 @@ export class DeliveryWorker {
     void this.runAttempt(leased, leasedAt);
   }
 
-  /** One promise per attempt (a then/catch/finally chain made three, and three closures). Never rejects. */
+  /**
+   * One promise per attempt (a then/catch/finally chain made three, and three closures). Never rejects.
+   *
+   * An attempt that throws failed on Hookrail's side (a secret it cannot open, a bug), not the endpoint's: it is
+   * recorded as a `platform_error` attempt through the same completion write, so the retry schedule and its limits
+   * apply and the delivery ends delivered or dead-lettered. Left to its lease instead, it came back due at once with
+   * nothing recorded, failed again, and never ended (and under `endpoint` ordering held up everything behind it).
+   */
   private async runAttempt(leased: LeasedDelivery, leasedAt: number): Promise<void> {
+    const { attempt, owner, logger } = this.opts;
     try {
-      const completion = await deliverAttempt(this.opts.attempt, leased, this.opts.owner, leasedAt);
+      let completion: AttemptCompletion;
+      let cause: unknown = null;
+      try {
+        completion = await deliverAttempt(attempt, leased, owner, leasedAt);
+      } catch (err) {
+        cause = err;
+        completion = platformFailedAttempt(attempt, leased, owner, leasedAt);
+      }
+      this.pending.push(completion);
+      this.scheduleFlush();
+      if (completion.attempt.errorClass === 'platform_error') {
+        // Once per attempt, at error level: the attempt log says only that Hookrail failed; the cause is here.
+        logger?.error(
+          {
+            ...(cause === null ? { reason: completion.attempt.errorMessage } : { err: cause }),
+            delivery: leased.delivery.id,
+            endpoint: leased.endpoint.id,
+            attemptNo: completion.attempt.attemptNo,
+            next: completion.next.status,
+          },
+          'attempt failed on the platform side; recorded as platform_error',
+        );
+      }
       this.recordMetrics(completion);
       // The span is made from the finished attempt's record: nothing per attempt when tracing is off.
       if (this.opts.tracing) this.opts.tracing.attemptFinished(leased, completion);
-      this.pending.push(completion);
-      this.scheduleFlush();
     } catch (err) {
-      // A bug, not an endpoint failure: leave the lease to expire so the delivery is retried.
-      this.opts.logger?.error({ err, delivery: leased.delivery.id }, 'attempt crashed');
+      // Not even a platform_error record could be made: the lease expires and the delivery is leased again. The last
+      // resort, not the path of a failed attempt. (A throw from metrics or tracing lands here too; the record is
+      // already queued by then.)
+      logger?.error({ err, delivery: leased.delivery.id }, 'attempt crashed');
     } finally {
       this.active--;
       if (leased.delivery.replayedFrom !== null) this.activeReplays--;

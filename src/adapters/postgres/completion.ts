@@ -287,7 +287,7 @@ export async function complete(
           {
             at: at.finishedAt,
             outcome: at.outcome,
-            circuitOpen: at.errorClass === 'circuit_open',
+            errorClass: at.errorClass,
             probe: x.probe === true,
             deadLetter:
               wrote && x.next.status === 'dead'

@@ -97,7 +97,7 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
         {
           at: a.finishedAt,
           outcome: a.outcome,
-          circuitOpen: a.errorClass === 'circuit_open',
+          errorClass: a.errorClass,
           probe: c.probe === true,
           deadLetter:
             res.changes > 0 && next.status === 'dead'
