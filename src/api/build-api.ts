@@ -67,6 +67,11 @@ export interface ApiDeps {
 declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal;
+    /**
+     * A JSON body's text, decoded as parsed (null for other requests): for the routes that keep part of it exactly
+     * as sent — an event's `data` (domain/raw-json-member.ts).
+     */
+    bodyText: string | null;
   }
 }
 
@@ -124,7 +129,10 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   );
 
   // JSON only, valid UTF-8 only: a replacement character silently substituted for a bad byte would change the
-  // payload we promise to deliver verbatim.
+  // payload we promise to deliver verbatim. The decoded text is kept on the request (a reference, not a copy):
+  // parsed values are for validation, and a route that must keep a part of the body verbatim takes it from the
+  // text, since a parse/serialise round trip changes numbers, escapes and duplicate keys.
+  app.decorateRequest('bodyText', null);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     const buf = body as Buffer;
@@ -133,11 +141,15 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
       return done(null, undefined);
     if (!isUtf8(buf))
       return done(new ApiError('invalid_json', 'The request body is not valid UTF-8.'), undefined);
+    const text = buf.toString('utf8');
+    let parsed: unknown;
     try {
-      done(null, JSON.parse(buf.toString('utf8')));
+      parsed = JSON.parse(text);
     } catch {
-      done(new ApiError('invalid_json'), undefined);
+      return done(new ApiError('invalid_json'), undefined);
     }
+    req.bodyText = text;
+    done(null, parsed);
   });
 
   app.addSchema(ErrorBody);

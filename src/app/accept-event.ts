@@ -14,7 +14,14 @@ import type { TenantDirectory } from './tenant-directory.ts';
 export interface AcceptEventInput {
   tenantId: string;
   type: string;
+  /** The parsed `data`: what validation looks at. */
   data: Record<string, unknown>;
+  /**
+   * The JSON text of that same `data`, exactly as the producer sent it (domain/raw-json-member.ts). Stored, hashed
+   * for idempotency and delivered as is: re-serialising the parsed value would change what the producer sent
+   * (digits beyond 2^53, `1.10`, `-0`, escapes, duplicate keys).
+   */
+  dataText: string;
   resourceId: string | null;
   idempotencyKey: string | null;
   /** The producer's traceparent, already parsed (domain/trace-context.ts); null: none or invalid. */
@@ -42,15 +49,15 @@ export async function acceptEvent(
   if (!(await deps.tenants.exists(input.tenantId))) throw new ApiError('tenant_not_found');
 
   const now = deps.clock.now();
-  const data = JSON.stringify(input.data);
   const outcome = await deps.committer.submit({
     id: newId('event', now, deps.random.bytes(10)),
     tenantId: input.tenantId,
     type: input.type,
     resourceId: input.resourceId,
-    data,
+    data: input.dataText,
     idempotencyKey: input.idempotencyKey,
-    requestHash: input.idempotencyKey === null ? null : eventRequestHash(input.type, input.resourceId, data),
+    requestHash:
+      input.idempotencyKey === null ? null : eventRequestHash(input.type, input.resourceId, input.dataText),
     createdAt: now,
     traceParent: input.traceParent ?? null,
   });

@@ -1,7 +1,8 @@
 /**
  * The delivery request of PRODUCT.md §4. The body is a pure function of the immutable accepted event, so it is
- * byte-identical on every attempt and every replay without being copied per delivery: the event's `data` is
- * canonical JSON text fixed at intake and is embedded verbatim.
+ * byte-identical on every attempt and every replay without being copied per delivery: the event's `data` is the
+ * JSON text the producer sent, kept at intake, and is embedded verbatim — never parsed and re-serialised, which
+ * would change digits beyond 2^53, `1.10`, `-0`, escapes and duplicate keys.
  */
 import { signatureHeader } from './signature.ts';
 
@@ -9,7 +10,7 @@ export interface DeliveryEvent {
   id: string;
   type: string;
   createdAt: number;
-  /** Canonical JSON text of the event's data. */
+  /** The event's data: its JSON text exactly as accepted. */
   data: string;
 }
 

@@ -1,7 +1,7 @@
 /**
- * What intake accepts as an event. Pure checks that the HTTP schema cannot express (nesting depth) and the
- * canonical form fixed at intake: `data` is serialised once, here, and those exact bytes are what every delivery
- * of the event embeds.
+ * What intake accepts as an event. Pure checks that the HTTP schema cannot express (nesting depth), run on the
+ * parsed `data`; what is stored, hashed and delivered is `data`'s JSON text exactly as the producer sent it
+ * (domain/raw-json-member.ts), never a re-serialisation of the parsed value.
  */
 import { createHash } from 'node:crypto';
 import { ApiError } from './errors.ts';
@@ -61,13 +61,18 @@ function depthBelow(value: unknown, above: number): number {
   return max;
 }
 
-/** Fingerprint of what a request asked for, to tell an honest retry from an idempotency key reused for another request. */
-export function eventRequestHash(type: string, resourceId: string | null, canonicalData: string): string {
+/**
+ * Fingerprint of what a request asked for, to tell an honest retry from an idempotency key reused for another
+ * request. It covers `data`'s text as sent, byte for byte: the same key with data that differs only in bytes
+ * (`9007199254740993` against `…992`, which parse to the same number; `1.10` against `1.1`; whitespace) is a
+ * different request, because what would be delivered differs.
+ */
+export function eventRequestHash(type: string, resourceId: string | null, dataText: string): string {
   return createHash('sha256')
     .update(type)
     .update('\0')
     .update(resourceId ?? '')
     .update('\0')
-    .update(canonicalData)
+    .update(dataText)
     .digest('hex');
 }

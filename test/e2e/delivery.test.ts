@@ -107,6 +107,46 @@ describe.each(STORE_KINDS)('delivery on %s', (kind) => {
     expect(await deliveries(invoices.id)).toHaveLength(0);
   });
 
+  it('delivers data as the producer sent it, byte for byte, and shows those bytes in the inspector', async () => {
+    const ep = await endpoint('/exact', ['exact.test']);
+    // What a parse/serialise round trip would change: digits beyond 2^53, `1.10`, `-0`, escapes, 1e400 (Infinity
+    // to JSON.parse, null to JSON.stringify), key order, duplicate keys, whitespace.
+    const data =
+      '{"n":12345678901234567890,"f":1.10,"z":-0,"s":"\\u00e9\\"}","nested":[{"a":1e400}],"2":1,"d":1,"d":2 }';
+    const res = await t.request({
+      method: 'POST',
+      url: '/v1/events',
+      rawBody: `{"tenant_id":"${tenant.id}", "data": ${data}, "type":"exact.test"}`,
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(res.status).toBe(202);
+    const [r] = await waitFor(() => {
+      const got = receiver.received('/exact');
+      return got.length === 1 ? got : null;
+    });
+    verifyWithLibraries(ep.secret, r!);
+    const body = r!.body.toString('utf8');
+    expect(body).toBe(
+      `{"id":"${res.body.id}","type":"exact.test","timestamp":"${res.body.created_at}","data":${data}}`,
+    );
+    const [d] = await waitFor(async () => {
+      const ds = await deliveries(ep.id);
+      return ds[0]?.status === 'delivered' ? ds : null;
+    });
+    const attempts = await t.request({
+      method: 'GET',
+      url: `/v1/deliveries/${d!.id}/attempts`,
+      token: tenant.tenant_key,
+    });
+    const inspected = await t.request({
+      method: 'GET',
+      url: `/v1/attempts/${attempts.body.data[0].id}`,
+      token: tenant.tenant_key,
+    });
+    expect(inspected.body.request.body).toBe(body);
+    expect(inspected.body.request.body_size).toBe(r!.body.length);
+  });
+
   it('retries with the same webhook-id and body, honours Retry-After, and records every attempt', async () => {
     const ep = await endpoint('/flaky', ['flaky.test']);
     receiver.answer((_req, nth) =>

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { acceptEvent } from '../../app/accept-event.ts';
 import { readScope } from '../../app/auth.ts';
 import { ApiError } from '../../domain/errors.ts';
+import { rawJsonMember } from '../../domain/raw-json-member.ts';
 import { parseTraceparent } from '../../domain/trace-context.ts';
 import type { EventRecord } from '../../ports/store.ts';
 import type { ApiDeps } from '../build-api.ts';
@@ -23,7 +24,8 @@ type EventCreateBody = {
   resource_id?: string;
 };
 
-// `data` is stored as canonical JSON text; embedding it raw avoids a parse/serialise round trip per read.
+// `data` is stored as the JSON text the producer sent and embedded as is: a response schema's serializer would
+// re-encode a parsed value (digits beyond 2^53, `1.10`, `-0`, escapes, duplicate keys), and it costs a parse.
 const eventJson = (e: EventRecord) =>
   `{"id":${JSON.stringify(e.id)},"tenant_id":${JSON.stringify(e.tenantId)},"type":${JSON.stringify(e.type)},` +
   `"resource_id":${JSON.stringify(e.resourceId)},"data":${e.data},"created_at":"${iso(e.createdAt)}"}`;
@@ -40,8 +42,11 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
             'Answers 202 only after the event is durable. An `Idempotency-Key` header makes retries safe: the same ' +
             'key for the same tenant within 24 h answers with the original event, the same 202, marked ' +
             '`idempotent-replayed: true` (as Stripe replays an idempotent answer: a producer that checks for 202 ' +
-            'treats a safe retry as the success it is). A W3C `traceparent` header is kept with the event: with ' +
-            'tracing on, each delivery attempt is a span in that trace. An invalid one is ignored.',
+            'treats a safe retry as the success it is). A retry repeats the request: the same key with another ' +
+            '`type`, `resource_id` or `data` answers 409 `idempotency_key_reused`; `data` is compared as the exact ' +
+            'text sent, which is what is stored and delivered (`1.10` and `1.1` differ). A W3C `traceparent` ' +
+            'header is kept with the event: with tracing on, each delivery attempt is a span in that trace. An ' +
+            'invalid one is ignored.',
           tags: ['events'],
           body: EventCreate,
           response: {
@@ -56,10 +61,14 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
         const header = req.headers['idempotency-key'];
         if (Array.isArray(header))
           throw new ApiError('validation_failed', 'Send one Idempotency-Key header.');
+        // The body parsed as JSON (the only parser) and its schema requires `data`, so the member is there.
+        const dataText = req.bodyText === null ? null : rawJsonMember(req.bodyText, 'data');
+        if (dataText === null) throw new Error('a validated event body without its data text');
         const { event, replayed } = await acceptEvent(acceptDeps, {
           tenantId: req.body.tenant_id,
           type: req.body.type,
           data: req.body.data,
+          dataText,
           resourceId: req.body.resource_id ?? null,
           idempotencyKey: header ?? null,
           // An invalid or repeated traceparent is ignored, as W3C Trace Context asks: never a reason to refuse.
