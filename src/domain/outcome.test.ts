@@ -177,4 +177,12 @@ describe('parseRetryAfter', () => {
     expect(parseRetryAfter('3601', NOW)).toBe(H);
     expect(parseRetryAfter('Sun, 01 Mar 2026 11:59:59 GMT', NOW)).toBe(0);
   });
+
+  it('reads delay-seconds with leading zeros as the number they spell', () => {
+    expect(parseRetryAfter('0000000000005', NOW)).toBe(5_000);
+    expect(parseRetryAfter('00', NOW)).toBe(0);
+    expect(parseRetryAfter('000000000000000000000120', NOW)).toBe(120_000);
+    // Many significant digits still saturate at the cap.
+    expect(parseRetryAfter('99999999999', NOW)).toBe(H);
+  });
 });

@@ -103,8 +103,10 @@ export function classifyOutcome(input: AttemptResult): Outcome {
 export function parseRetryAfter(header: string, nowMs: number): number | undefined {
   const value = header.trim();
   if (/^\d+$/.test(value)) {
-    // Digits only: a huge value saturates rather than overflowing into Infinity/NaN arithmetic.
-    const seconds = value.length > 10 ? Number.POSITIVE_INFINITY : Number(value);
+    // Digits only (leading zeros are legal: 1*DIGIT). Past ten significant digits a value saturates rather than
+    // overflowing into Infinity/NaN arithmetic.
+    const significant = value.replace(/^0+(?=\d)/, '');
+    const seconds = significant.length > 10 ? Number.POSITIVE_INFINITY : Number(significant);
     return Math.min(seconds * 1000, RETRY_AFTER_CAP_MS);
   }
   const at = parseHttpDate(value);
