@@ -5,6 +5,7 @@
  */
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { foldSeriesRows, type SeriesRow, seriesBounds } from '../endpoint-series-rows.ts';
+import { JUDGES_ENDPOINT_SQL } from '../judged-attempts.ts';
 import type { PostgresDeliveryStoreDeps } from './query-helpers.ts';
 
 /**
@@ -37,7 +38,7 @@ const SERIES = `
          sum(platform_ms)::bigint AS p, coalesce(sum(consumer_ms), 0)::bigint AS c, count(consumer_ms) AS cn
     FROM attempts
    WHERE endpoint_id = $1 AND id >= $4 AND id < $8 AND ${within('started_at')}
-     AND (error_class IS NULL OR error_class <> 'circuit_open')
+     AND ${JUDGES_ENDPOINT_SQL}
    GROUP BY 2
   UNION ALL
   SELECT 'settled', ub, sum(n)::bigint, ${NO_SUMS} FROM fresh WHERE ub IS NOT NULL GROUP BY ub

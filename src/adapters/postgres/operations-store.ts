@@ -29,6 +29,7 @@ import { noticeText } from '../../domain/notice-text.ts';
 import { replayStart, singleReplayRefusal } from '../../domain/replay.ts';
 import type { AuditRecord, EndpointRecord } from '../../ports/delivery-store.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
+import { JUDGES_ENDPOINT_SQL } from '../judged-attempts.ts';
 import { AUDIT_COLUMNS, type AuditRow, auditValues, insertAuditSql, toAudit, writeAudit } from './audit.ts';
 import { createPostgresDeliveryReconstruct } from './delivery-reconstruct.ts';
 import {
@@ -97,7 +98,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
       }>(
         `WITH w AS (
            SELECT id, outcome, queue_ms, platform_ms, consumer_ms FROM attempts
-            WHERE endpoint_id = $1 AND id >= $2 AND (error_class IS NULL OR error_class <> 'circuit_open')),
+            WHERE endpoint_id = $1 AND id >= $2 AND ${JUDGES_ENDPOINT_SQL}),
          recent AS (SELECT queue_ms, platform_ms, consumer_ms FROM w ORDER BY id DESC LIMIT 1000)
          SELECT (SELECT count(*) FROM w) AS attempts,
                 (SELECT count(*) FROM w WHERE outcome = 'delivered') AS successes,

@@ -5,6 +5,7 @@
  */
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { foldSeriesRows, type SeriesRow, seriesBounds } from '../endpoint-series-rows.ts';
+import { JUDGES_ENDPOINT_SQL } from '../judged-attempts.ts';
 import type { St } from './rows.ts';
 
 /** better-sqlite3 binds numbers as REAL: the bucket is made an integer explicitly. */
@@ -32,7 +33,7 @@ const SERIES = `
          sum(queue_ms) AS q, sum(platform_ms) AS p, coalesce(sum(consumer_ms), 0) AS c, count(consumer_ms) AS cn
     FROM attempts
    WHERE endpoint_id = @id AND id >= @attemptFloor AND id < @attemptCeiling AND ${within('started_at')}
-     AND (error_class IS NULL OR error_class <> 'circuit_open')
+     AND ${JUDGES_ENDPOINT_SQL}
    GROUP BY b
   UNION ALL
   SELECT 'created', cb, sum(n), ${NO_SUMS} FROM fresh WHERE cb IS NOT NULL GROUP BY cb

@@ -18,6 +18,7 @@ import { noticeText } from '../../domain/notice-text.ts';
 import { replayStart, singleReplayRefusal } from '../../domain/replay.ts';
 import type { EndpointRecord, NotificationKind, NotificationRecord } from '../../ports/delivery-store.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
+import { JUDGES_ENDPOINT_SQL } from '../judged-attempts.ts';
 import { auditFromRow, insertAudit, writeAudit } from './audit.ts';
 import { createSqliteDeliveryReconstruct } from './delivery-reconstruct.ts';
 import { deliveryFromRow, endpointFromRow } from './delivery-store.ts';
@@ -128,7 +129,7 @@ export function createSqliteOperationsStore(
 
     async attemptStats({ endpointId, since }) {
       // Counts in SQL; latencies from the newest 1,000 sent attempts only (a busy endpoint's day is large).
-      const sent = `endpoint_id = ? AND id >= ? AND (error_class IS NULL OR error_class <> 'circuit_open')`;
+      const sent = `endpoint_id = ? AND id >= ? AND ${JUDGES_ENDPOINT_SQL}`;
       const floor = idFloor('attempt', since);
       const counts = st(
         `SELECT count(*) AS n, coalesce(sum(outcome = 'delivered'), 0) AS ok FROM attempts WHERE ${sent}`,

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../../test/support/fake-clock.ts';
 import { OtlpCollector } from '../../../test/support/otlp-collector.ts';
 import { seededRandom } from '../../../test/support/seeded-random.ts';
-import { skippedAttempt } from '../../app/deliver-attempt.ts';
+import { platformFailedAttempt, skippedAttempt } from '../../app/deliver-attempt.ts';
 import { GroupCommitter } from '../../app/group-commit.ts';
 import { Signal } from '../../app/signal.ts';
 import type { DeliveryRecord, LeasedDelivery } from '../../ports/delivery-store.ts';
@@ -119,6 +119,36 @@ describe('OpenTelemetry tracing', () => {
       'hookrail.attempt.error_class': 'circuit_open',
       'hookrail.attempt.queue_ms': 250,
     });
+    expect(Object.keys(span?.attributes ?? {}).filter((k) => !k.startsWith('hookrail.'))).toEqual([]);
+  });
+
+  it('an attempt recorded as platform_error sent nothing either: an internal span without HTTP attributes', async () => {
+    const delivery = {
+      id: 'dlv_2',
+      tenantId: 'ten_1',
+      endpointId: 'ep_1',
+      eventId: 'evt_2',
+      webhookId: 'msg_2',
+      attempts: 0,
+      nextAttemptAt: clock.now(),
+      firstAttemptAt: null,
+      replayedFrom: null,
+    } as DeliveryRecord;
+    const endpoint = { id: 'ep_1', tenantId: 'ten_1', url: 'https://hooks.example.com/in', headers: {} };
+    const leased: LeasedDelivery = {
+      delivery,
+      endpoint,
+      event: { id: 'evt_2', type: 'order.created', createdAt: 0, data: '{}' },
+      leaseUntil: clock.now() + 60_000,
+      mode: 'send',
+    };
+    const completion = platformFailedAttempt({ clock, random: seededRandom(3) }, leased, 'w', clock.now());
+    tracing.attemptFinished(leased, completion);
+    await tracing.shutdown();
+
+    const [span] = collector.named(SPAN_ATTEMPT);
+    expect(span?.kind).toBe(1);
+    expect(span?.attributes).toMatchObject({ 'hookrail.attempt.error_class': 'platform_error' });
     expect(Object.keys(span?.attributes ?? {}).filter((k) => !k.startsWith('hookrail.'))).toEqual([]);
   });
 

@@ -118,8 +118,9 @@ class OtelTracing implements Tracing {
     if (a.errorClass !== null) attributes['hookrail.attempt.error_class'] = a.errorClass;
     if (a.consumerMs !== null) attributes['hookrail.attempt.consumer_ms'] = a.consumerMs;
     if (completion.probe) attributes['hookrail.attempt.probe'] = true;
-    // A `circuit_open` attempt sent nothing: an internal span without the HTTP client attributes.
-    const sent = a.errorClass !== 'circuit_open';
+    // A `circuit_open` or `platform_error` attempt sent nothing: an internal span without the HTTP client
+    // attributes.
+    const sent = a.errorClass !== 'circuit_open' && a.errorClass !== 'platform_error';
     if (sent) addHttpClientAttributes(attributes, a.url, a.attemptNo, a.statusCode, a.outcome, a.errorClass);
     const span = this.tracer.startSpan(
       SPAN_ATTEMPT,

@@ -33,7 +33,7 @@ export { DAY, HOUR, id, ids, LEASE_MS, MINUTE, SECOND };
 export const WRITE_DELAY = 200;
 export const FINISH = 120;
 
-export type Failure = 'retryable' | 'permanent' | 'circuit_open';
+export type Failure = 'retryable' | 'permanent' | 'circuit_open' | 'platform_error';
 
 /** The attempt a worker would record for a leased delivery: delivered unless `failure` says otherwise. */
 export function attemptFor(
@@ -57,14 +57,19 @@ export function attemptFor(
     finishedAt: at + FINISH,
     outcome: failure === null ? 'delivered' : failure === 'permanent' ? 'permanent' : 'retryable',
     statusCode: status,
-    errorClass: failure === null ? null : failure === 'circuit_open' ? 'circuit_open' : 'http_status',
+    errorClass:
+      failure === null
+        ? null
+        : failure === 'circuit_open' || failure === 'platform_error'
+          ? failure
+          : 'http_status',
     errorMessage: null,
     request: { hops: [{ url: l.endpoint.url, headers: { 'webhook-id': l.delivery.webhookId }, status }] },
     responseHeaders: null,
     responseBody: null,
     queueMs: 0,
     platformMs: 3,
-    consumerMs: failure === 'circuit_open' ? null : 117,
+    consumerMs: failure === 'circuit_open' || failure === 'platform_error' ? null : 117,
     ...o,
   };
 }

@@ -317,6 +317,33 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
   });
 
   describe('statistics', () => {
+    test('attempts Hookrail did not send (circuit_open, platform_error) count in no rate or series', async () => {
+      const t = await newTenant();
+      const ep = await newEndpoint(t.id);
+      await publish(t.id, 3);
+      const [d1, d2, d3] = (await lease(NOW + SECOND)).filter((l) => l.endpoint.id === ep.id);
+      const at = NOW + 2 * SECOND;
+      await complete([d1!], at, { failure: 'platform_error', attempt: { queueMs: 1, platformMs: 1 } });
+      await complete([d2!], at, { failure: 'circuit_open', attempt: { queueMs: 1, platformMs: 1 } });
+      await complete([d3!], at, { attempt: { queueMs: 40, platformMs: 3, consumerMs: 117 } });
+      expect(await h.store.attemptStats({ endpointId: ep.id, since: NOW })).toEqual({
+        attempts: 1,
+        successes: 1,
+        deadLetters: 0,
+        queueMs: [40],
+        platformMs: [3],
+        consumerMs: [117],
+      });
+      const series = await h.store.endpointSeries({
+        endpointId: ep.id,
+        from: NOW,
+        until: null,
+        bucketMs: HOUR,
+        withPending: false,
+      });
+      expect(series.attempts.map((a) => [a.attempts, a.delivered])).toEqual([[1, 1]]);
+    });
+
     test('attemptStats and backlogStats count per endpoint and window', async () => {
       const t = await newTenant();
       const ep = await newEndpoint(t.id);
