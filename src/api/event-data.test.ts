@@ -98,4 +98,36 @@ describe.each(STORE_KINDS)('event data as sent, on %s', (kind) => {
       '{"id":9007199254740993}',
     );
   });
+
+  it("keeps a test event's data as sent too (POST /v1/endpoints/:id/test)", async () => {
+    const ep = await t.request({
+      method: 'POST',
+      url: '/v1/endpoints',
+      token: tenant.tenant_key,
+      body: { url: 'https://hooks.example.com/in', event_types: ['*'] },
+    });
+    expect(ep.status).toBe(201);
+    const sent = await t.request({
+      method: 'POST',
+      url: `/v1/endpoints/${ep.body.id}/test`,
+      token: tenant.tenant_key,
+      rawBody: `{"type":"order.tested", "data" : ${EXACT_DATA}}`,
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(sent.status).toBe(202);
+    const stored = await t.store.eventGet({ id: sent.body.event.id, tenantId: tenant.id });
+    expect(stored?.data).toBe(EXACT_DATA);
+    // Without data, the default test data.
+    const plain = await t.request({
+      method: 'POST',
+      url: `/v1/endpoints/${ep.body.id}/test`,
+      token: tenant.tenant_key,
+    });
+    expect(plain.status).toBe(202);
+    const stock = await t.store.eventGet({ id: plain.body.event.id, tenantId: tenant.id });
+    expect(JSON.parse(stock!.data)).toEqual({
+      message: 'A test event from Hookrail.',
+      endpoint_id: ep.body.id,
+    });
+  });
 });

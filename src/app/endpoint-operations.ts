@@ -377,7 +377,12 @@ export async function sendTestEvent(
   principal: Principal,
   tenantId: string,
   id: string,
-  input: { type?: string | undefined; data?: Record<string, unknown> | undefined },
+  input: {
+    type?: string | undefined;
+    data?: Record<string, unknown> | undefined;
+    /** The `data` member's text exactly as sent (what is stored and delivered), when `data` was given. */
+    dataText?: string | null | undefined;
+  },
 ) {
   const data = input.data ?? { message: 'A test event from Hookrail.', endpoint_id: id };
   checkDataDepth(data);
@@ -387,7 +392,7 @@ export async function sendTestEvent(
     tenantId,
     type: input.type ?? TEST_EVENT_TYPE,
     resourceId: null,
-    data: JSON.stringify(data),
+    data: (input.data !== undefined ? input.dataText : null) ?? JSON.stringify(data),
     idempotencyKey: null,
     requestHash: null,
     createdAt: now,

@@ -21,6 +21,7 @@ import { EndpointStatsCache } from '../../app/endpoint-stats-cache.ts';
 import { requireTenant } from '../../app/manage-endpoints.ts';
 import type { SeriesWindow } from '../../domain/endpoint-series.ts';
 import { ApiError } from '../../domain/errors.ts';
+import { rawJsonMember } from '../../domain/raw-json-member.ts';
 import { REPLAY_CONFIRM_ABOVE, REPLAY_RATE_PER_SECOND, type ReplayableStatus } from '../../domain/replay.ts';
 import type { AuditRecord, BacklogChoice, NotificationRecord } from '../../ports/delivery-store.ts';
 import type { ApiDeps } from '../build-api.ts';
@@ -366,7 +367,13 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
     },
     async (req, reply) => {
       const tenantId = requireTenant(req.principal);
-      const { event, delivery } = await sendTestEvent(deps, req.principal, tenantId, req.params.id, req.body);
+      // Data given is stored and delivered as the bytes sent, like an event's (rawJsonMember).
+      const dataText =
+        req.body?.data !== undefined && req.bodyText !== null ? rawJsonMember(req.bodyText, 'data') : null;
+      const { event, delivery } = await sendTestEvent(deps, req.principal, tenantId, req.params.id, {
+        ...req.body,
+        dataText,
+      });
       return reply.status(202).send({
         event: { id: event.id, type: event.type, created_at: iso(event.createdAt) },
         delivery: deliveryJson(delivery),
