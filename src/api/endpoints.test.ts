@@ -2,9 +2,20 @@
  * Endpoints through the HTTP API, on both stores: CRUD, who may do what, and the input rules (each refusal
  * changes nothing). Signing secrets and the URL change as an elevated action: endpoint-secrets.test.ts.
  */
-import { beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { endpointBody, endpointsApi, type TenantFixture } from '../../test/support/endpoints-api.ts';
-import { STORE_KINDS, type TestApp } from '../../test/support/test-hookrail.ts';
+import {
+  ADMIN_TOKEN,
+  createTestStore,
+  STORE_KINDS,
+  type TestApp,
+  type TestStore,
+} from '../../test/support/test-hookrail.ts';
+import { type Hookrail, startHookrail } from '../bootstrap/start.ts';
+import { loadConfig } from '../config/config.ts';
 import { parseSecret } from '../domain/signature.ts';
 
 describe.each(STORE_KINDS)('endpoints API on %s', (kind) => {
@@ -388,6 +399,29 @@ describe.each(STORE_KINDS)('endpoints API on %s', (kind) => {
       expect(await snapshot()).toBe(before);
     });
 
+    it('refuses a URL longer than 2048 characters once encoded with 400 invalid_url, on POST and PATCH', async () => {
+      // 2,020 characters as typed; each `é` is `%C3%A9` in the canonical form that would be stored and sent.
+      const url = `https://example.com/${'é'.repeat(2000)}`;
+      expect(url.length).toBeLessThanOrEqual(2048);
+      const ep = await create(acme);
+      const before = await snapshot();
+      const post = await asTenant(acme)({
+        method: 'POST',
+        url: '/v1/endpoints',
+        body: endpointBody({ url }),
+      });
+      const patch = await asTenant(acme)({ method: 'PATCH', url: `/v1/endpoints/${ep.id}`, body: { url } });
+      for (const res of [post, patch]) {
+        expect(res.status, JSON.stringify(res.body)).toBe(400);
+        expect(res.body.error).toMatchObject({
+          code: 'invalid_url',
+          message: 'URL refused: URL is longer than 2048 characters once encoded.',
+          details: { reason: 'invalid_url' },
+        });
+      }
+      expect(await snapshot()).toBe(before);
+    });
+
     it('PATCH refuses the same bad fields and changes nothing', async () => {
       const ep = await create(acme);
       const before = await snapshot();
@@ -422,5 +456,78 @@ describe.each(STORE_KINDS)('endpoints API on %s', (kind) => {
       const one = await create(acme, { max_concurrency: 1, event_types: ['*'] });
       expect(one.max_concurrency).toBe(1);
     });
+  });
+});
+
+/**
+ * With HOOKRAIL_HTTPS_ONLY=true and the destination checker the composition root builds from the configuration
+ * (no test resolver: every URL here is refused before a lookup, or is an IP literal).
+ */
+describe.each(STORE_KINDS)('endpoint URLs with HOOKRAIL_HTTPS_ONLY=true on %s', (kind) => {
+  let ts: TestStore;
+  let hookrail: Hookrail;
+  let dataDir: string;
+  let tenantKey: string;
+  const call = async (method: 'POST' | 'PATCH', url: string, body: unknown, token = tenantKey) => {
+    const res = await hookrail.app!.inject({
+      method,
+      url,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      payload: JSON.stringify(body),
+    });
+    return { status: res.statusCode, body: JSON.parse(res.body) };
+  };
+  beforeAll(async () => {
+    ts = await createTestStore(kind);
+    dataDir = mkdtempSync(join(tmpdir(), 'hookrail-data-'));
+    const config = loadConfig({
+      HOOKRAIL_DATA_DIR: dataDir,
+      HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
+      HOOKRAIL_ROLES: 'intake,control',
+      HOOKRAIL_AUTH_CACHE_MS: '0',
+      HOOKRAIL_HTTPS_ONLY: 'true',
+    });
+    hookrail = await startHookrail({ config, store: ts.store, logger: false, listen: false });
+    tenantKey = (await call('POST', '/v1/tenants', { name: 'Acme' }, ADMIN_TOKEN)).body.tenant_key;
+  });
+  afterAll(async () => {
+    await hookrail?.close();
+    await ts?.destroy();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('answers 400 invalid_url (scheme_not_allowed) for an http URL, 422 only for a refused address', async () => {
+    const http = await call('POST', '/v1/endpoints', endpointBody({ url: 'http://hooks.example.com/in' }));
+    expect(http.status, JSON.stringify(http.body)).toBe(400);
+    expect(http.body.error).toMatchObject({
+      code: 'invalid_url',
+      message: 'URL refused: URL must use https.',
+      details: { reason: 'scheme_not_allowed' },
+    });
+    const blocked = await call('POST', '/v1/endpoints', endpointBody({ url: 'https://127.0.0.2/in' }));
+    expect(blocked.status, JSON.stringify(blocked.body)).toBe(422);
+    expect(blocked.body.error).toMatchObject({
+      code: 'destination_not_allowed',
+      details: { reason: 'destination_not_allowed' },
+    });
+    const long = await call(
+      'POST',
+      '/v1/endpoints',
+      endpointBody({ url: `https://example.com/${'é'.repeat(2000)}` }),
+    );
+    expect(long.status).toBe(400);
+    expect(long.body.error).toMatchObject({ code: 'invalid_url', details: { reason: 'invalid_url' } });
+
+    const ok = await call('POST', '/v1/endpoints', endpointBody({ url: 'https://93.184.215.14/in' }));
+    expect(ok.status, JSON.stringify(ok.body)).toBe(201);
+    // A new http URL is refused the same way on PATCH, before any step-up is asked for.
+    const patch = await call('PATCH', `/v1/endpoints/${ok.body.id}`, { url: 'http://93.184.215.14/in' });
+    expect(patch.status, JSON.stringify(patch.body)).toBe(400);
+    expect(patch.body.error).toMatchObject({
+      code: 'invalid_url',
+      details: { reason: 'scheme_not_allowed' },
+    });
+    const list = await ts.store.endpointList({ tenantId: null, limit: 10, cursor: null });
+    expect(list.data.map((e) => e.url)).toEqual(['https://93.184.215.14/in']);
   });
 });

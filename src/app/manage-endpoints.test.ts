@@ -3,6 +3,7 @@ import { FakeClock } from '../../test/support/fake-clock.ts';
 import { seededRandom } from '../../test/support/seeded-random.ts';
 import { asTenant, createTestStore, type TestStore } from '../../test/support/test-hookrail.ts';
 import { createLocalKeyService } from '../adapters/crypto/envelope.ts';
+import { GuardedDestinationChecker } from '../adapters/http/destination-checker.ts';
 import { ApiError } from '../domain/errors.ts';
 import type { DestinationChecker } from '../ports/http-sender.ts';
 import {
@@ -34,6 +35,11 @@ describe('endpoint input rules', () => {
     expect(code(() => canonicalEndpointUrl('ftp://example.com/'))).toBe('invalid_url');
     expect(code(() => canonicalEndpointUrl('https://a:b@example.com/'))).toBe('invalid_url');
     expect(code(() => canonicalEndpointUrl('https://metadata/'))).toBe('destination_not_allowed');
+    // Within the limit as typed, over it once encoded (the form stored and sent): a URL-shape refusal.
+    expect(code(() => canonicalEndpointUrl(`https://example.com/${'é'.repeat(2000)}`))).toBe('invalid_url');
+    expect(code(() => canonicalEndpointUrl(`https://example.com/${'é'.repeat(338)}`))).toBe('ok'); // 2048
+    expect(code(() => canonicalEndpointUrl(`https://example.com/${'é'.repeat(339)}`))).toBe('invalid_url');
+    expect(code(() => canonicalEndpointUrl('http://example.com/', { httpsOnly: true }))).toBe('invalid_url');
     try {
       canonicalEndpointUrl('https://@example.com/');
     } catch (err) {
@@ -174,5 +180,47 @@ describe('createEndpoint', () => {
     expect(() => keys.open(stored!.sealed, secretAad(tenant.id, 'ep_other'))).toThrow();
     const page = await ts.store.endpointList({ tenantId: null, limit: 10, cursor: null });
     expect(page.data).toHaveLength(1);
+  });
+
+  it("checks the URL's shape under the checker's https-only policy first: 400 without a lookup, 422 for the address", async () => {
+    ts = await createTestStore('sqlite');
+    const base = {
+      store: ts.store,
+      clock: new FakeClock(),
+      random: seededRandom(2),
+      keys: createLocalKeyService({ masterKey: Buffer.alloc(32, 7) }),
+    };
+    const { tenant } = await createTenant(base, { name: 'a' });
+    const looked: string[] = [];
+    const destinations = new GuardedDestinationChecker({
+      httpsOnly: true,
+      resolver: {
+        resolve: async (host: string) => {
+          looked.push(host);
+          return host === 'inward.example.com' ? ['10.0.0.1'] : ['93.184.215.14'];
+        },
+      },
+    });
+    const deps = { ...base, destinations };
+    const create = (url: string) => createEndpoint(deps, asTenant(tenant.id), { url, eventTypes: ['*'] });
+    await expect(create('http://hooks.example.com/')).rejects.toMatchObject({
+      code: 'invalid_url',
+      status: 400,
+      details: { reason: 'scheme_not_allowed' },
+    });
+    await expect(create(`https://hooks.example.com/${'é'.repeat(2000)}`)).rejects.toMatchObject({
+      code: 'invalid_url',
+      status: 400,
+      details: { reason: 'invalid_url' },
+    });
+    expect(looked).toEqual([]);
+    await expect(create('https://inward.example.com/')).rejects.toMatchObject({
+      code: 'destination_not_allowed',
+      status: 422,
+    });
+    await expect(create('https://hooks.example.com/')).resolves.toMatchObject({
+      endpoint: { url: 'https://hooks.example.com/' },
+    });
+    expect(looked).toEqual(['inward.example.com', 'hooks.example.com']);
   });
 });

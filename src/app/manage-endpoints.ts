@@ -5,9 +5,11 @@
  * bad input changes nothing.
  *
  * Decisions (also for the user docs):
- * - URL: `checkUrlShape` (http or https, no credentials, no whitespace/control characters/backslashes, ≤ 2048
- *   characters, no internal host names) and the WHATWG-canonical form is what is stored. When a DestinationChecker
- *   is wired in, its verdict (DNS + address guard) decides as well. Changing the URL is an elevated action.
+ * - URL: `checkUrlShape` (http or https, https alone when the checker is https-only; no credentials; no
+ *   whitespace/control characters/backslashes; ≤ 2048 characters as typed and once encoded; no internal host
+ *   names) and the WHATWG-canonical form is what is stored; a refusal of its form is 400 `invalid_url`. When a
+ *   DestinationChecker is wired in, its verdict (DNS + address guard) decides as well: 422
+ *   `destination_not_allowed`, as for an internal host name. Changing the URL is an elevated action.
  * - Custom headers: names are RFC 7230 tokens, stored lower-case, unique regardless of case. Refused: hop-by-hop and
  *   framing headers (connection, keep-alive, te, trailer, transfer-encoding, upgrade, http2-settings, proxy-*), host,
  *   expect, content-length, content-type, content-encoding (they would break or misdescribe the request), user-agent
@@ -144,13 +146,22 @@ export const ORDERING_NOTES: Record<Ordering, string> = {
     'without a resource_id are not ordered.',
 };
 
+/**
+ * The registration-time destination check, with the URL policy it applies (`httpsOnly`, HOOKRAIL_HTTPS_ONLY; the
+ * adapter's GuardedDestinationChecker exposes it). The URL's shape is checked here first under that same policy,
+ * so a URL-shape refusal answers 400 `invalid_url` and whatever the checker still refuses is the destination
+ * itself (its addresses, or a name that does not resolve): 422 `destination_not_allowed`. A checker that does not
+ * say is taken as not https-only; an https-only refusal of its own then answers 422.
+ */
+export type EndpointDestinations = DestinationChecker & { readonly httpsOnly?: boolean };
+
 export interface EndpointDeps {
   store: Store;
   clock: Clock;
   random: Random;
   keys: KeyService;
   /** The address guard's registration-time check; absent until the HTTP adapter provides it. */
-  destinations?: DestinationChecker | undefined;
+  destinations?: EndpointDestinations | undefined;
   /** Shared lanes new endpoints are hashed onto (HOOKRAIL_SHARED_LANES; the store's default when absent). */
   sharedLanes?: number | undefined;
 }
@@ -184,9 +195,15 @@ export function requireTenant(p: Principal): string {
 // Input rules
 // ---------------------------------------------------------------------------------------------------------------
 
-/** The canonical URL, or throws invalid_url / destination_not_allowed. No network. */
-export function canonicalEndpointUrl(raw: string): string {
-  const shape = checkUrlShape(raw, { httpsOnly: false });
+/**
+ * The canonical URL, or throws invalid_url (400: the URL's shape, `details.reason` says which rule) or
+ * destination_not_allowed (422: an internal host name). No network.
+ */
+export function canonicalEndpointUrl(
+  raw: string,
+  opts: { httpsOnly: boolean } = { httpsOnly: false },
+): string {
+  const shape = checkUrlShape(raw, opts);
   if (shape.ok) return shape.url;
   if (shape.reason === 'destination_not_allowed') {
     throw new ApiError('destination_not_allowed', `URL refused: ${shape.message}.`, { reason: shape.reason });
@@ -194,7 +211,13 @@ export function canonicalEndpointUrl(raw: string): string {
   throw new ApiError('invalid_url', `URL refused: ${shape.message}.`, { reason: shape.reason });
 }
 
-/** The registration-time destination check, when a checker is wired in; returns the URL to store. */
+/** The URL policy of the destination check, which the shape check applies too (EndpointDestinations). */
+const urlPolicy = (deps: EndpointDeps) => ({ httpsOnly: deps.destinations?.httpsOnly ?? false });
+
+/**
+ * The registration-time destination check of a URL that passed the shape check under the same policy, when a
+ * checker is wired in; returns the URL to store. Its refusals are the destination's (address or resolution).
+ */
 async function checkDestination(deps: EndpointDeps, url: string): Promise<string> {
   if (!deps.destinations) return url;
   const verdict = await deps.destinations.check(url);
@@ -295,7 +318,7 @@ function newSecret(deps: EndpointDeps, tenantId: string, endpointId: string, now
 
 export async function createEndpoint(deps: EndpointDeps, by: AuditActor, input: EndpointInput) {
   const { tenantId } = by;
-  const shapedUrl = canonicalEndpointUrl(input.url);
+  const shapedUrl = canonicalEndpointUrl(input.url, urlPolicy(deps));
   const eventTypes = checkEventTypes(input.eventTypes);
   const headers = checkCustomHeaders(input.headers ?? {});
   const maxConcurrency = checkMaxConcurrency(input.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY);
@@ -361,6 +384,8 @@ export async function updateEndpoint(
 
   const current = await getEndpoint(deps, tenantId, id);
   if (shapedUrl !== undefined && shapedUrl !== current.url) {
+    // A new URL meets the policy in force (an unchanged one stored earlier is left as it is), before step-up.
+    canonicalEndpointUrl(shapedUrl, urlPolicy(deps));
     requireStepUp(deps, tenantId, input.stepUpToken);
     patch.url = await checkDestination(deps, shapedUrl);
   }

@@ -441,5 +441,10 @@ export function checkUrlShape(raw: string, opts: { httpsOnly: boolean }): UrlSha
 }
 
 function accepted(url: URL, hostname: string, hostKind: 'ipv4' | 'ipv6' | 'name'): UrlShape {
+  // The limit holds for the URL that is stored and sent, not only as typed: percent-encoding (`é` is `%C3%A9`) and
+  // punycode make the canonical form longer.
+  if (url.href.length > MAX_URL_LENGTH) {
+    return reject('invalid_url', `URL is longer than ${MAX_URL_LENGTH} characters once encoded`);
+  }
   return { ok: true, url: url.href, protocol: url.protocol as 'http:' | 'https:', hostname, hostKind };
 }

@@ -30,22 +30,26 @@ export interface GuardedDestinationCheckerOptions {
 }
 
 export class GuardedDestinationChecker implements DestinationChecker {
+  /**
+   * The URL policy `check` applies (HOOKRAIL_HTTPS_ONLY), for the caller to check a URL's shape under it first and
+   * tell a URL-shape refusal (400) from a destination refusal (app/manage-endpoints.ts, EndpointDestinations).
+   */
+  readonly httpsOnly: boolean;
   readonly #allow: readonly Network[];
-  readonly #httpsOnly: boolean;
   readonly #resolver: Resolver;
   readonly #timeoutMs: number;
   readonly #onRefusal: RefusalListener | undefined;
 
   constructor(opts: GuardedDestinationCheckerOptions = {}) {
     this.#allow = parseAllowNetworks(opts.allowNetworks ?? []);
-    this.#httpsOnly = opts.httpsOnly ?? false;
+    this.httpsOnly = opts.httpsOnly ?? false;
     this.#resolver = opts.resolver ?? systemResolver();
     this.#timeoutMs = opts.resolveTimeoutMs ?? 5_000;
     this.#onRefusal = opts.onRefusal;
   }
 
   async check(url: string): Promise<{ ok: true; url: string } | { ok: false; reason: string }> {
-    const shape = checkUrlShape(url, { httpsOnly: this.#httpsOnly });
+    const shape = checkUrlShape(url, { httpsOnly: this.httpsOnly });
     if (!shape.ok) return { ok: false, reason: shape.message };
     if (shape.hostKind !== 'name') {
       const verdict = checkAddress(shape.hostname, this.#allow);
