@@ -62,6 +62,11 @@ export class ApiFailure extends CliFailure {
   }
 }
 
+/** A request body already serialised: JSON text kept as the user wrote it (event data with big integers, `1.10`). */
+export class JsonText {
+  constructor(readonly text: string) {}
+}
+
 /** One API call; JSON in and out. Error answers throw ApiFailure; a 204 returns null. */
 export async function call<T = unknown>(
   target: ApiTarget,
@@ -79,7 +84,7 @@ export async function call<T = unknown>(
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
         ...headers,
       },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      ...(body === undefined ? {} : { body: body instanceof JsonText ? body.text : JSON.stringify(body) }),
     });
   } catch (err) {
     throw new CliFailure(`cannot reach Hookrail at ${target.base}: ${(err as Error).cause ?? err}`);

@@ -5,7 +5,7 @@
  * endpoints and replay, a producer key for events.
  */
 import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { ApiFailure, apiTarget, call } from './api-client.ts';
+import { ApiFailure, apiTarget, call, JsonText } from './api-client.ts';
 import { CliFailure, type CliIo, CliUsageError, readInput } from './io.ts';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
@@ -179,10 +179,8 @@ async function endpointAction(sub: string, rest: string[], io: CliIo): Promise<n
     const from = str(values['resume-from']);
     print(io, await call(t, 'POST', `${path}/enable`, { backlog, ...(from ? { resume_from: from } : {}) }));
   } else if (sub === 'test') {
-    const body = {
-      ...(values.type === undefined ? {} : { type: str(values.type) }),
-      ...(values.data === undefined ? {} : { data: await readData(str(values.data), io) }),
-    };
+    const fields = values.type === undefined ? {} : { type: str(values.type) };
+    const body = values.data === undefined ? fields : withData(fields, await readData(str(values.data), io));
     print(io, await call(t, 'POST', `${path}/test`, body));
   } else {
     const overlap = integer(values, 'overlap-seconds');
@@ -207,27 +205,39 @@ export async function eventsCommand(args: string[], io: CliIo): Promise<number> 
   const t = apiTarget(values, io, false);
   const data = await readData(str(values.data), io);
   const key = str(values['idempotency-key']);
-  const body = {
-    tenant_id: need(values, 'tenant'),
-    type: need(values, 'type'),
+  const body = withData(
+    {
+      tenant_id: need(values, 'tenant'),
+      type: need(values, 'type'),
+      ...(values['resource-id'] === undefined ? {} : { resource_id: str(values['resource-id']) }),
+    },
     data,
-    ...(values['resource-id'] === undefined ? {} : { resource_id: str(values['resource-id']) }),
-  };
+  );
   print(io, await call(t, 'POST', '/v1/events', body, key ? { 'idempotency-key': key } : {}));
   return 0;
 }
 
-/** `--data`: JSON inline, `@file`, or `-` for standard input; absent: `{}`. */
-async function readData(v: string | undefined, io: CliIo): Promise<unknown> {
-  if (v === undefined) return {};
+/**
+ * `--data`: JSON inline, `@file`, or `-` for standard input; absent: `{}`. Checked to be JSON, then sent as the
+ * text given — Hookrail stores and delivers data byte for byte, and a parse here would round integers beyond 2^53.
+ */
+async function readData(v: string | undefined, io: CliIo): Promise<string> {
+  if (v === undefined) return '{}';
   const text =
     v === '-' || v.startsWith('@') ? (await readInput(v === '-' ? v : v.slice(1), io)).toString('utf8') : v;
   try {
-    return JSON.parse(text);
+    JSON.parse(text);
   } catch {
     throw new CliUsageError('--data must be JSON (inline, @file or - for standard input)');
   }
+  return text.trim();
 }
+
+/** `fields` as a JSON object with `data` last, as the text given. */
+const withData = (fields: Record<string, string | undefined>, dataText: string): JsonText => {
+  const head = JSON.stringify(fields).slice(0, -1);
+  return new JsonText(`${head}${head.length > 1 ? ',' : ''}"data":${dataText}}`);
+};
 
 interface BulkAnswer {
   count: number;
