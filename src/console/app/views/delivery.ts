@@ -37,8 +37,11 @@ const headerTable = (headers: Record<string, string>, testId: string) =>
 function inspector(a: AttemptDetail): HTMLElement {
   const prettyBody = (() => {
     if (a.request.body === null) return 'The event is no longer kept (retention).';
+    // Indented for reading only when that keeps every byte's meaning: a parse rounds integers beyond 2^53 and
+    // rewrites `1.10`, so a body that does not come back from a round trip unchanged is shown exactly as sent.
     try {
-      return JSON.stringify(JSON.parse(a.request.body), null, 2);
+      const parsed: unknown = JSON.parse(a.request.body);
+      return JSON.stringify(parsed) === a.request.body ? JSON.stringify(parsed, null, 2) : a.request.body;
     } catch {
       return a.request.body;
     }
