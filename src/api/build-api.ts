@@ -136,8 +136,13 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     const buf = body as Buffer;
-    // On a route whose body is optional, an empty body with a JSON content type is no body (taken as `{}`).
-    if (buf.length === 0 && (req.routeOptions.config as { optionalBody?: boolean }).optionalBody)
+    // An empty body with a JSON content type is no body: on a route whose body is optional (taken as `{}`), and on
+    // one that takes none (a DELETE sent by a client that always sets the header).
+    if (
+      buf.length === 0 &&
+      ((req.routeOptions.config as { optionalBody?: boolean }).optionalBody ||
+        req.routeOptions.schema?.body === undefined)
+    )
       return done(null, undefined);
     if (!isUtf8(buf))
       return done(new ApiError('invalid_json', 'The request body is not valid UTF-8.'), undefined);

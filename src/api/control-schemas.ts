@@ -256,10 +256,11 @@ export const EmptyBody = Type.Object({}, { additionalProperties: false });
 
 /**
  * Route hook for POSTs whose body is optional: no body at all counts as `{}`, so the strict schema still refuses
- * unknown fields when a body is sent.
+ * unknown fields when a body is sent. A body that is JSON `null` is a body, and not an object: refused by the
+ * schema like any other, never read as "no options" (a replay of everything).
  */
 export const bodyOptional = async (req: FastifyRequest) => {
-  req.body ??= {};
+  if (req.body === undefined) req.body = {};
 };
 
 export const SecretRotate = Type.Object(

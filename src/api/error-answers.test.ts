@@ -135,6 +135,37 @@ describe('error answers and the document', () => {
     expect(res.body.status).toBe('disabled');
   });
 
+  it('an optional body sent as JSON null is refused, not read as no body', async () => {
+    for (const path of ['replay', 'test', 'secrets']) {
+      const res = await t.request({
+        method: 'POST',
+        url: `/v1/endpoints/${endpointId}/${path}`,
+        token: key,
+        rawBody: 'null',
+        headers: { 'content-type': 'application/json' },
+      });
+      expect(res.status, path).toBe(400);
+      expect(res.body.error.code).toBe('validation_failed');
+    }
+  });
+
+  it('an empty body with a JSON content type on a route that takes no body is no body', async () => {
+    const ep = await t.request({
+      method: 'POST',
+      url: '/v1/endpoints',
+      token: key,
+      body: { url: 'https://hooks.example.com/gone', event_types: ['*'] },
+    });
+    const res = await t.request({
+      method: 'DELETE',
+      url: `/v1/endpoints/${ep.body.id}`,
+      token: key,
+      rawBody: '',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(res.status).toBe(204);
+  });
+
   it('a test event larger than the body limit is a 413 the document lists', async () => {
     const res = await t.request({
       method: 'POST',
