@@ -19,6 +19,11 @@ const sha256Hex = (s: string) => oneShotHash('sha256', s, 'hex');
 export class Authenticator {
   private readonly operatorHash: Buffer;
   private readonly cache = new Map<string, { principal: Principal; until: number }>();
+  /**
+   * Bumped by every forget: a lookup that began before a forget does not cache what it read, which may be a key
+   * revoked while the lookup was in flight.
+   */
+  private generation = 0;
 
   constructor(
     private readonly deps: { store: Store; now: () => number; operatorToken: string; cacheMs: number },
@@ -37,6 +42,7 @@ export class Authenticator {
     const now = this.deps.now();
     const hit = this.cache.get(hash);
     if (hit && hit.until > now) return hit.principal;
+    const generation = this.generation;
     const key = await this.deps.store.apiKeyFindByHash({ hash });
     if (!key) {
       this.cache.delete(hash);
@@ -46,7 +52,7 @@ export class Authenticator {
       key.kind === 'producer'
         ? { kind: 'producer', keyId: key.id }
         : { kind: 'tenant', keyId: key.id, tenantId: key.tenantId as string };
-    if (this.deps.cacheMs > 0) {
+    if (this.deps.cacheMs > 0 && generation === this.generation) {
       if (this.cache.size > 10_000) this.cache.clear();
       this.cache.set(hash, { principal, until: now + this.deps.cacheMs });
     }
@@ -55,7 +61,20 @@ export class Authenticator {
 
   /** Forget cached principals at once (called after a revocation in this process). */
   forgetAll(): void {
+    this.generation++;
     this.cache.clear();
+  }
+
+  /**
+   * Forget the tenant's cached keys (called after its key was replaced in this process): a walk over at most
+   * 10 000 entries, for a rare action, and the other tenants' and producers' keys stay cached. Other processes
+   * keep theirs until they expire.
+   */
+  forgetTenant(tenantId: string): void {
+    this.generation++;
+    for (const [hash, hit] of this.cache) {
+      if (hit.principal.kind === 'tenant' && hit.principal.tenantId === tenantId) this.cache.delete(hash);
+    }
   }
 }
 

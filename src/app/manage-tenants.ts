@@ -1,13 +1,17 @@
 /**
  * Operator use cases: tenants (each created with its tenant key and step-up TOTP seed, shown once) and producer
- * keys. Keys are stored as SHA-256 hashes; the plaintext exists only in the creation response.
+ * keys; and replacing a tenant's key. Keys are stored as SHA-256 hashes; the plaintext exists only in the answer
+ * that creates it.
  */
 import { generateApiKey } from '../domain/api-keys.ts';
+import { ApiError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import { base32Encode, otpauthUri } from '../domain/totp.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { KeyService } from '../ports/key-service.ts';
 import type { ApiKeyRecord, Store, TenantRecord } from '../ports/store.ts';
+import { auditOf } from './audit.ts';
+import type { Principal } from './auth.ts';
 
 export interface ManageDeps {
   store: Store;
@@ -64,4 +68,39 @@ export async function createProducerKey(deps: ManageDeps, input: { name: string 
   };
   await deps.store.apiKeyCreate({ key: record });
   return { record, key: generated.key };
+}
+
+/**
+ * Issues a new key for the tenant and revokes every live one it had, in one transaction with its audit record: a
+ * leaked key ends without deleting the tenant. Who may ask (the operator, or the tenant itself with step-up) is
+ * the caller's check. The old key stops at once in the store; a process that cached it accepts it until that
+ * cache entry expires (HOOKRAIL_AUTH_CACHE_MS).
+ */
+export async function replaceTenantKey(deps: ManageDeps, by: Principal, tenantId: string) {
+  const now = deps.clock.now();
+  const generated = generateApiKey('tenant', deps.random);
+  const key: ApiKeyRecord = {
+    id: newId('apiKey', now, deps.random.bytes(10)),
+    kind: 'tenant',
+    tenantId,
+    name: null,
+    hash: generated.hash,
+    prefix: generated.prefix,
+    createdAt: now,
+    revokedAt: null,
+  };
+  const replaced = await deps.store.tenantKeyReplace({
+    tenantId,
+    key,
+    now,
+    audit: auditOf(
+      deps,
+      { tenantId, principal: by },
+      { action: 'tenant.key_replaced', targetType: 'tenant', targetId: tenantId },
+      // The id and the display prefix only: the key itself is in the answer and nowhere else.
+      () => ({ key_id: key.id, prefix: key.prefix }),
+    ),
+  });
+  if (!replaced) throw new ApiError('tenant_not_found');
+  return { record: key, key: generated.key };
 }

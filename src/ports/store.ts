@@ -5,7 +5,7 @@
  *
  * Times are integer milliseconds since the Unix epoch throughout.
  */
-import type { DeliveryStore } from './delivery-store.ts';
+import type { AuditOf, DeliveryStore } from './delivery-store.ts';
 import type { OperationsStore } from './operations-store.ts';
 
 export interface StoreCapabilities {
@@ -141,6 +141,18 @@ export interface Store extends DeliveryStore, OperationsStore {
   apiKeyList(p: ListParams & { kind: ApiKeyKind }): Promise<Page<ApiKeyRecord>>;
   /** False when absent, of another kind, or already revoked. */
   apiKeyRevoke(p: { id: string; kind: ApiKeyKind; now: number }): Promise<boolean>;
+  /**
+   * Replaces the tenant's key, in one transaction: revokes every live tenant key of the tenant at `now`, inserts
+   * `key` (a tenant key of that tenant) and writes the audit record. Of two replacements at once, one runs after
+   * the other, so exactly one key is left live. False, changing nothing and asking for no record, when the tenant
+   * is absent or deleted.
+   */
+  tenantKeyReplace(p: {
+    tenantId: string;
+    key: ApiKeyRecord;
+    now: number;
+    audit?: AuditOf<void>;
+  }): Promise<boolean>;
 
   /**
    * Group commit: inserts every event of the batch in ONE transaction (one fsync), resolving only once it is

@@ -12,6 +12,7 @@ import { runLaneConformance } from './lane-conformance.ts';
 import { runOperationsConformance } from './operations-conformance.ts';
 import { runOrderingProperties } from './ordering-properties.ts';
 import { runStoreConformance, type StoreConformanceOptions } from './store-conformance.ts';
+import { runTenantKeyReplaceConformance } from './tenant-key-replace.ts';
 
 const schemas = new WeakMap<Store, string>();
 
@@ -46,3 +47,4 @@ runOperationsConformance(options);
 runLaneConformance(options);
 runOrderingProperties(options);
 runIdempotencyWindowConformance(options);
+runTenantKeyReplaceConformance(options);

@@ -11,6 +11,7 @@ import { runLaneConformance } from './lane-conformance.ts';
 import { runOperationsConformance } from './operations-conformance.ts';
 import { runOrderingProperties } from './ordering-properties.ts';
 import { runStoreConformance, type StoreConformanceOptions } from './store-conformance.ts';
+import { runTenantKeyReplaceConformance } from './tenant-key-replace.ts';
 
 const dirs = new WeakMap<Store, string>();
 
@@ -43,3 +44,4 @@ runOperationsConformance(options);
 runLaneConformance(options);
 runOrderingProperties(options);
 runIdempotencyWindowConformance(options);
+runTenantKeyReplaceConformance(options);

@@ -23,6 +23,7 @@ import {
   StoreUnavailableError,
   type TenantRecord,
 } from '../../ports/store.ts';
+import { API_KEY_COLUMNS, createPostgresTenantKeys, insertApiKey } from './api-keys.ts';
 import { createPostgresDeliveryStore, lockTenantGate } from './delivery-store.ts';
 import { EVENT_COLUMNS, type EventRow, insertEventBatch, toEvent } from './event-batch.ts';
 import { assertSchemaName, runMigrations, type TxClient } from './migrate.ts';
@@ -111,8 +112,6 @@ const toApiKey = (r: ApiKeyRow): ApiKeyRecord => ({
   createdAt: r.created_at,
   revokedAt: r.revoked_at,
 });
-
-const API_KEY_COLUMNS = 'id, kind, tenant_id, name, hash, prefix, created_at, revoked_at';
 
 function warn(logger: unknown, obj: Record<string, unknown>, msg: string): void {
   const fn = (logger as { warn?: unknown } | null | undefined)?.warn;
@@ -246,6 +245,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
   const store: Store & OperationsStore = {
     ...createPostgresDeliveryStore({ query, tx }),
     ...createPostgresOperationsStore({ query, tx }),
+    ...createPostgresTenantKeys({ tx }),
     capabilities: { multiProcess: true, sharedTurn: false, kind: 'postgres' },
 
     async migrate() {
@@ -472,17 +472,4 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
     },
   };
   return store;
-}
-
-async function insertApiKey(db: TxClient, key: ApiKeyRecord): Promise<void> {
-  await db.query(`INSERT INTO api_keys (${API_KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, [
-    key.id,
-    key.kind,
-    key.tenantId,
-    key.name,
-    key.hash,
-    key.prefix,
-    key.createdAt,
-    key.revokedAt,
-  ]);
 }

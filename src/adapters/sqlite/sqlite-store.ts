@@ -26,6 +26,7 @@ import type {
   TenantRecord,
 } from '../../ports/store.ts';
 import { StoreUnavailableError } from '../../ports/store.ts';
+import { writeAudit } from './audit.ts';
 import { BACKSTOP_PAGES, startCheckpointer } from './checkpointer.ts';
 import { createSqliteDeliveryStore } from './delivery-store.ts';
 import { UNFANNED_COUNT_SQL } from './fanout.ts';
@@ -336,6 +337,22 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
             id,
             kind,
           ).changes > 0,
+      ),
+    // IMMEDIATE: it reads the tenant before writing, and the pipeline thread's connection may write in between.
+    tenantKeyReplace: ({ tenantId, key, now, audit }) =>
+      guard(() =>
+        db
+          .transaction(() => {
+            if (!st('SELECT 1 FROM tenants WHERE id = ? AND deleted_at IS NULL').get(tenantId)) return false;
+            st(
+              `UPDATE api_keys SET revoked_at = ?
+               WHERE kind = 'tenant' AND tenant_id = ? AND revoked_at IS NULL`,
+            ).run(now, tenantId);
+            insertKey(key);
+            writeAudit(st, audit, undefined);
+            return true;
+          })
+          .immediate(),
       ),
 
     eventInsertBatch: ({ events, now, idempotencyWindowMs }) =>

@@ -1,8 +1,11 @@
+import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { requireOperator } from '../../app/auth.ts';
-import { createTenant } from '../../app/manage-tenants.ts';
+import { type Principal, requireOperator } from '../../app/auth.ts';
+import { createTenant, replaceTenantKey } from '../../app/manage-tenants.ts';
+import { requireStepUp } from '../../app/step-up.ts';
 import { ApiError } from '../../domain/errors.ts';
 import type { ApiDeps } from '../build-api.ts';
+import { bodyOptional, EmptyBody, StepUpHeaders } from '../control-schemas.ts';
 import {
   errorResponses,
   IdParams,
@@ -12,7 +15,28 @@ import {
   Tenant,
   TenantCreate,
   TenantCreated,
+  Timestamp,
 } from '../schemas.ts';
+
+const TenantKeyReplaced = Type.Object({
+  tenant_id: Type.String(),
+  tenant_key: Type.String({ description: 'The new tenant key (hkt_…). Shown once.' }),
+  key_id: Type.String({ description: "The new key's id, as in the audit record `tenant.key_replaced`." }),
+  created_at: Timestamp,
+});
+
+/**
+ * Who may replace a tenant's key: the operator (its token is its only credential, as for deleting a tenant), or
+ * the tenant itself with a fresh step-up token — with a stolen key alone an attacker could otherwise lock the owner
+ * out. A tenant key naming another tenant is answered as if there were no such tenant, before step-up is looked
+ * at, so it learns nothing about other ids.
+ */
+function mayReplaceKey(deps: ApiDeps, p: Principal, tenantId: string, stepUp: string | string[] | undefined) {
+  if (p.kind === 'operator') return;
+  if (p.kind !== 'tenant') throw new ApiError('forbidden');
+  if (p.tenantId !== tenantId) throw new ApiError('tenant_not_found');
+  requireStepUp(deps, tenantId, stepUp);
+}
 
 export const tenantRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
   app.post<{ Body: { name: string } }>(
@@ -57,6 +81,40 @@ export const tenantRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
         data: page.data.map((t) => ({ id: t.id, name: t.name, created_at: iso(t.createdAt) })),
         next_cursor: page.nextCursor,
       };
+    },
+  );
+
+  app.post<{ Params: { id: string } }>(
+    '/v1/tenants/:id/key',
+    {
+      preValidation: bodyOptional,
+      schema: {
+        summary: "Replace a tenant's key: a new one, shown once; every key it had stops working",
+        description:
+          "The operator may replace any tenant's key; a tenant key only its own tenant's, with a fresh " +
+          "`X-Step-Up-Token` (403 `step_up_required` with `details.step_up_url` without one). Another tenant's " +
+          'id answers 404 `tenant_not_found`, as does a deleted tenant. The old key is refused at once by the ' +
+          'process that answered and within the authentication cache time (`HOOKRAIL_AUTH_CACHE_MS`, default ' +
+          "5 s) by every other. Recorded in the audit trail as `tenant.key_replaced` with the new key's id and " +
+          'prefix. The body is optional (send none, or `{}`).',
+        tags: ['tenants'],
+        params: IdParams,
+        headers: StepUpHeaders,
+        body: EmptyBody,
+        response: { 201: TenantKeyReplaced, ...errorResponses(400, 401, 403, 404, 415, 503) },
+      },
+    },
+    async (req, reply) => {
+      const tenantId = req.params.id;
+      mayReplaceKey(deps, req.principal, tenantId, req.headers['x-step-up-token']);
+      const replaced = await replaceTenantKey(deps, req.principal, tenantId);
+      deps.auth.forgetTenant(tenantId);
+      return reply.status(201).send({
+        tenant_id: tenantId,
+        tenant_key: replaced.key,
+        key_id: replaced.record.id,
+        created_at: iso(replaced.record.createdAt),
+      });
     },
   );
 
