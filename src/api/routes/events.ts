@@ -1,3 +1,4 @@
+import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { acceptEvent } from '../../app/accept-event.ts';
 import { readScope } from '../../app/auth.ts';
@@ -48,6 +49,22 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
             'header is kept with the event: with tracing on, each delivery attempt is a span in that trace. An ' +
             'invalid one is ignored.',
           tags: ['events'],
+          // Documented here; checked by the use case (a bad key answers validation_failed naming the header, a bad
+          // traceparent is ignored).
+          headers: Type.Object({
+            'idempotency-key': Type.Optional(
+              Type.String({
+                description:
+                  '1-255 printable ASCII characters, unique per tenant for 24 h. A retry with the same key and the ' +
+                  'same request answers the original 202 with `idempotent-replayed: true`.',
+              }),
+            ),
+            traceparent: Type.Optional(
+              Type.String({
+                description: 'W3C Trace Context: the delivery attempts become spans of this trace.',
+              }),
+            ),
+          }),
           body: EventCreate,
           response: {
             202: EventAccepted,
