@@ -67,7 +67,9 @@ const CustomHeaders = Type.Record(
       `Sent with every delivery (at most ${MAX_CUSTOM_HEADERS}, names and values together at most ` +
       `${MAX_CUSTOM_HEADER_BYTES} bytes; names are stored lower-case). Refused: hop-by-hop and framing headers, ` +
       'host, expect, content-type, content-length, content-encoding, accept-encoding (responses are always asked ' +
-      'for uncompressed), user-agent and webhook-*. `authorization` is allowed. Not sent after a redirect ' +
+      'for uncompressed), user-agent and webhook-*, the forwarding headers (forwarded, x-forwarded-*, ' +
+      'x-real-ip) and cloud metadata and API headers (metadata, metadata-flavor, x-google-metadata-request, ' +
+      'x-aws-ec2-metadata-token*, x-amz-*, x-goog-*, x-azure-*). `authorization` is allowed. Not sent after a redirect ' +
       'to another origin. Stored and shown in clear.',
   },
 );

@@ -150,6 +150,7 @@ describe('createEndpoint', () => {
     const { tenant } = await createTenant(base, { name: 'a' });
     const seen: string[] = [];
     const destinations: DestinationChecker = {
+      httpsOnly: false,
       check: async (url) => {
         seen.push(url);
         return url.includes('blocked')

@@ -147,13 +147,12 @@ export const ORDERING_NOTES: Record<Ordering, string> = {
 };
 
 /**
- * The registration-time destination check, with the URL policy it applies (`httpsOnly`, HOOKRAIL_HTTPS_ONLY; the
- * adapter's GuardedDestinationChecker exposes it). The URL's shape is checked here first under that same policy,
- * so a URL-shape refusal answers 400 `invalid_url` and whatever the checker still refuses is the destination
- * itself (its addresses, or a name that does not resolve): 422 `destination_not_allowed`. A checker that does not
- * say is taken as not https-only; an https-only refusal of its own then answers 422.
+ * The registration-time destination check, with the URL policy it applies (`httpsOnly`, HOOKRAIL_HTTPS_ONLY). The
+ * URL's shape is checked here first under that same policy, so a URL-shape refusal answers 400 `invalid_url` and
+ * whatever the checker still refuses is the destination itself (its addresses, or a name that does not resolve):
+ * 422 `destination_not_allowed`.
  */
-export type EndpointDestinations = DestinationChecker & { readonly httpsOnly?: boolean };
+export type EndpointDestinations = DestinationChecker;
 
 export interface EndpointDeps {
   store: Store;

@@ -271,8 +271,10 @@ export interface DeliveryStore {
   /** Active and not yet expired secrets (metadata and sealed values), newest first. */
   secretListActive(p: { endpointId: string; now: number }): Promise<SecretRecord[]>;
   /**
-   * Retires a secret now; refuses (returns 'last') to retire the only active one. 'not_found' also when the
-   * endpoint is deleted.
+   * Retires a secret now; refuses (returns 'last') to retire the only active one. When the one retired was the only
+   * active secret without an end (the newest of a rotation), the remaining one's end is lifted in the same
+   * transaction: retiring the new secret undoes the rotation, and the endpoint never runs out of secrets.
+   * 'not_found' also when the endpoint is deleted.
    */
   secretRetire(p: {
     id: string;

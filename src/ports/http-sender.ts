@@ -59,5 +59,10 @@ export interface HttpSender {
 
 /** Registration-time check of a URL (friendly error); the authoritative check happens at connect. */
 export interface DestinationChecker {
+  /**
+   * The URL policy the check applies (HOOKRAIL_HTTPS_ONLY): registration checks a URL's shape under it first, so a
+   * shape refusal answers 400 and only a refusal of the destination itself answers 422.
+   */
+  readonly httpsOnly: boolean;
   check(url: string): Promise<{ ok: true; url: string } | { ok: false; reason: string }>;
 }

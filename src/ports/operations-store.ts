@@ -124,7 +124,8 @@ export interface OperationsStore {
   /**
    * Re-enables a disabled endpoint with the owner's explicit backlog choice (ADR-14), in one transaction:
    * `deliver` — pending deliveries become due now and the current streak's dead letters are re-queued as new
-   * deliveries with their original webhook-id; `skip` — pending deliveries become `skipped`; `resume_from` — events
+   * deliveries with their original webhook-id, those a bulk replay would pick (not replayed before, of an event type
+   * the endpoint still subscribes to); `skip` — pending deliveries become `skipped`; `resume_from` — events
    * accepted before `at` are skipped, the rest delivered. Starts the ramp. Null when absent or not disabled.
    */
   endpointEnable(p: {
