@@ -9,6 +9,7 @@ import { VERSION } from './version.ts';
 export function createSender(config: Config, clock: Clock): HttpSender {
   return new UndiciSender({
     allowNetworks: config.allowNetworks,
+    denyNetworks: config.denyNetworks,
     httpsOnly: config.httpsOnly,
     localAddress: config.egressSourceAddress,
     userAgent: `Hookrail/${VERSION}`,
@@ -18,5 +19,9 @@ export function createSender(config: Config, clock: Clock): HttpSender {
 
 /** The same guard at registration, for a friendly early error (the authoritative check is at connect). */
 export function createDestinationChecker(config: Config): DestinationChecker {
-  return new GuardedDestinationChecker({ allowNetworks: config.allowNetworks, httpsOnly: config.httpsOnly });
+  return new GuardedDestinationChecker({
+    allowNetworks: config.allowNetworks,
+    denyNetworks: config.denyNetworks,
+    httpsOnly: config.httpsOnly,
+  });
 }

@@ -9,6 +9,7 @@ describe('loadConfig', () => {
       host: '127.0.0.1',
       databaseUrl: null,
       allowNetworks: [],
+      denyNetworks: [],
       roles: ['intake', 'control', 'fanout', 'delivery', 'replay', 'maintenance'],
       leaseMs: 60_000,
       httpsOnly: false,
@@ -139,5 +140,12 @@ describe('loadConfig', () => {
       HOOKRAIL_LANES: 'shared:0-3',
     });
     expect(() => flagsToEnv(['--nope', '1'])).toThrow(/unknown flag/);
+    expect(flagsToEnv(['--deny-networks', '203.0.113.7/32'])).toEqual({
+      HOOKRAIL_DENY_NETWORKS: '203.0.113.7/32',
+    });
+    expect(loadConfig({ HOOKRAIL_DENY_NETWORKS: ' 198.51.100.0/24, 2001:db8::1 ' }).denyNetworks).toEqual([
+      '198.51.100.0/24',
+      '2001:db8::1',
+    ]);
   });
 });

@@ -33,6 +33,8 @@ export interface Config {
   adminToken: string | null;
   masterKey: string | null;
   allowNetworks: string[];
+  /** Public ranges delivery may not reach all the same: this deployment's own ingress and egress addresses. */
+  denyNetworks: string[];
   smtpUrl: string | null;
   mailFrom: string;
   egressSourceAddress: string | null;
@@ -122,6 +124,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   'admin-token': 'HOOKRAIL_ADMIN_TOKEN',
   'master-key': 'HOOKRAIL_MASTER_KEY',
   'allow-networks': 'HOOKRAIL_ALLOW_NETWORKS',
+  'deny-networks': 'HOOKRAIL_DENY_NETWORKS',
   'smtp-url': 'HOOKRAIL_SMTP_URL',
   'mail-from': 'HOOKRAIL_MAIL_FROM',
   'egress-source-address': 'HOOKRAIL_EGRESS_SOURCE_ADDRESS',
@@ -168,6 +171,10 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     adminToken: get('HOOKRAIL_ADMIN_TOKEN'),
     masterKey: get('HOOKRAIL_MASTER_KEY'),
     allowNetworks: (get('HOOKRAIL_ALLOW_NETWORKS') ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+    denyNetworks: (get('HOOKRAIL_DENY_NETWORKS') ?? '')
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean),

@@ -17,6 +17,7 @@ import {
   IPV6_SPECIAL_IN_GLOBAL,
   IPV6_SPECIAL_OUTSIDE_GLOBAL,
   isBlockedAddress,
+  networkPolicy,
   parseAllowNetworks,
   parseIp,
 } from './address-policy.ts';
@@ -342,6 +343,30 @@ describe('strict parsing (differential against net.isIP)', () => {
     const zone = text.includes('%'); // net.isIP accepts zone ids; the guard must not (no scoped destinations)
     expect(parseIp(text) !== null).toBe(zone ? false : isIP(text) !== 0);
     if (parseIp(text) === null) expect(isBlockedAddress(text)).toBe(true);
+  });
+});
+
+describe('denied networks (HOOKRAIL_DENY_NETWORKS)', () => {
+  const deny = parseAllowNetworks(['93.184.215.0/24', '2606:2800:220:1::/64'], 'denied networks');
+  it('refuses public addresses in a denied network, naming it, and leaves the rest public', () => {
+    expect(checkAddress('93.184.215.14', [], deny)).toEqual({
+      blocked: true,
+      reason: 'denied network (93.184.215.0/24)',
+    });
+    expect(checkAddress('2606:2800:220:1::248', [], deny)).toEqual({
+      blocked: true,
+      reason: 'denied network (2606:2800:220:1::/64)',
+    });
+    expect(checkAddress('93.184.216.34', [], deny)).toEqual({ blocked: false, reason: 'public' });
+  });
+  it('wins over an allowed network', () => {
+    const allow = parseAllowNetworks(['127.0.0.0/8']);
+    expect(checkAddress('127.0.0.5', allow, parseAllowNetworks(['127.0.0.5/32'])).blocked).toBe(true);
+    expect(checkAddress('127.0.0.6', allow, parseAllowNetworks(['127.0.0.5/32'])).blocked).toBe(false);
+  });
+  it('names its list when an entry is invalid', () => {
+    expect(() => networkPolicy(['127.0.0.0/8'], ['10.0.0.0/33'])).toThrow(/^denied networks: /);
+    expect(networkPolicy(['127.0.0.0/8'], ['10.1.2.3']).deny.map((n) => n.text)).toEqual(['10.1.2.3']);
   });
 });
 

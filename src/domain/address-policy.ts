@@ -36,6 +36,21 @@ export interface Network extends IpAddress {
 
 export class InvalidNetworkError extends Error {}
 
+/** The operator's additions to the policy: ranges opened (HOOKRAIL_ALLOW_NETWORKS) and closed (…_DENY_NETWORKS). */
+export interface NetworkPolicy {
+  readonly allow: readonly Network[];
+  readonly deny: readonly Network[];
+}
+
+/** Both lists parsed; an invalid entry in either throws InvalidNetworkError naming its list. */
+export const networkPolicy = (
+  allow: readonly string[] = [],
+  deny: readonly string[] = [],
+): NetworkPolicy => ({
+  allow: parseAllowNetworks(allow),
+  deny: parseAllowNetworks(deny, 'denied networks'),
+});
+
 // ---------------------------------------------------------------------------------------------------------------
 // Parsing
 // ---------------------------------------------------------------------------------------------------------------
@@ -129,7 +144,7 @@ function maskByte(b: number, index: number, prefix: number): number {
 }
 
 /** HOOKRAIL_ALLOW_NETWORKS entries → networks; throws InvalidNetworkError naming every bad entry. */
-export function parseAllowNetworks(list: readonly string[]): Network[] {
+export function parseAllowNetworks(list: readonly string[], what = 'allowed networks'): Network[] {
   const out: Network[] = [];
   const errors: string[] = [];
   for (const raw of list) {
@@ -141,7 +156,7 @@ export function parseAllowNetworks(list: readonly string[]): Network[] {
       errors.push((err as Error).message);
     }
   }
-  if (errors.length > 0) throw new InvalidNetworkError(`allowed networks: ${errors.join('; ')}`);
+  if (errors.length > 0) throw new InvalidNetworkError(`${what}: ${errors.join('; ')}`);
   return out;
 }
 
@@ -305,13 +320,25 @@ export interface AddressVerdict {
  * The decision for one address about to be dialled. Unparseable text is blocked. `allow` comes from
  * parseAllowNetworks (HOOKRAIL_ALLOW_NETWORKS).
  */
-export function checkAddress(ip: string, allow: readonly Network[] = []): AddressVerdict {
+/**
+ * Whether delivery may connect to `ip`. `allow` (HOOKRAIL_ALLOW_NETWORKS) opens special-purpose ranges; `deny`
+ * (HOOKRAIL_DENY_NETWORKS) closes public ones — the operator's own ingress and egress addresses, so a tenant cannot
+ * send requests from the trusted egress back into services that allow-list it (hairpin). Deny wins over allow, and
+ * covers an address in any of its embedded IPv4 forms as the hard-denied ranges do.
+ */
+export function checkAddress(
+  ip: string,
+  allow: readonly Network[] = [],
+  deny: readonly Network[] = [],
+): AddressVerdict {
   const addr = parseIp(ip);
   if (!addr) return { blocked: true, reason: 'not an IP address' };
   const embedded = embeddedIPv4(addr);
   for (const a of [addr, ...embedded.map((e) => e.address)]) {
     const hard = mostSpecific(a, HARD);
     if (hard) return { blocked: true, reason: hard.name };
+    const denied = deny.find((n) => inNetwork(a, n));
+    if (denied) return { blocked: true, reason: `denied network (${denied.text})` };
   }
   const special = specialRangeOf(addr);
   if (special === null) return { blocked: false, reason: 'public' };

@@ -7,8 +7,8 @@
 import {
   checkAddress,
   checkUrlShape,
-  type Network,
-  parseAllowNetworks,
+  type NetworkPolicy,
+  networkPolicy,
 } from '../../domain/address-policy.ts';
 import type { DestinationChecker } from '../../ports/http-sender.ts';
 import {
@@ -22,6 +22,8 @@ import { systemResolver } from './system-resolver.ts';
 
 export interface GuardedDestinationCheckerOptions {
   allowNetworks?: readonly string[];
+  /** HOOKRAIL_DENY_NETWORKS: public ranges refused all the same (the operator's own addresses). */
+  denyNetworks?: readonly string[];
   httpsOnly?: boolean;
   resolver?: Resolver;
   /** Upper bound on name resolution, so an API request never hangs on a slow DNS server. Default 5 s. */
@@ -35,13 +37,13 @@ export class GuardedDestinationChecker implements DestinationChecker {
    * tell a URL-shape refusal (400) from a destination refusal (app/manage-endpoints.ts, EndpointDestinations).
    */
   readonly httpsOnly: boolean;
-  readonly #allow: readonly Network[];
+  readonly #networks: NetworkPolicy;
   readonly #resolver: Resolver;
   readonly #timeoutMs: number;
   readonly #onRefusal: RefusalListener | undefined;
 
   constructor(opts: GuardedDestinationCheckerOptions = {}) {
-    this.#allow = parseAllowNetworks(opts.allowNetworks ?? []);
+    this.#networks = networkPolicy(opts.allowNetworks, opts.denyNetworks);
     this.httpsOnly = opts.httpsOnly ?? false;
     this.#resolver = opts.resolver ?? systemResolver();
     this.#timeoutMs = opts.resolveTimeoutMs ?? 5_000;
@@ -52,7 +54,7 @@ export class GuardedDestinationChecker implements DestinationChecker {
     const shape = checkUrlShape(url, { httpsOnly: this.httpsOnly });
     if (!shape.ok) return { ok: false, reason: shape.message };
     if (shape.hostKind !== 'name') {
-      const verdict = checkAddress(shape.hostname, this.#allow);
+      const verdict = checkAddress(shape.hostname, this.#networks.allow, this.#networks.deny);
       if (!verdict.blocked) return { ok: true, url: shape.url };
       this.#onRefusal?.({ host: shape.hostname, address: shape.hostname, reason: verdict.reason });
       return { ok: false, reason: DESTINATION_NOT_ALLOWED };
@@ -63,7 +65,7 @@ export class GuardedDestinationChecker implements DestinationChecker {
     });
     try {
       await Promise.race([
-        resolveAllowed(shape.hostname, this.#resolver, this.#allow, this.#onRefusal),
+        resolveAllowed(shape.hostname, this.#resolver, this.#networks, this.#onRefusal),
         timeout,
       ]);
       return { ok: true, url: shape.url };

@@ -15,7 +15,7 @@
 import { isIP, isIPv6, type LookupFunction } from 'node:net';
 import { rootCertificates } from 'node:tls';
 import { Agent, buildConnector } from 'undici';
-import { checkAddress, type Network } from '../../domain/address-policy.ts';
+import { checkAddress, type NetworkPolicy } from '../../domain/address-policy.ts';
 
 export interface Resolver {
   /** Every address the name resolves to (A and AAAA). An empty list or a rejection means "does not resolve". */
@@ -65,7 +65,7 @@ export type RefusalListener = (refusal: GuardRefusal) => void;
 export async function resolveAllowed(
   host: string,
   resolver: Resolver,
-  allow: readonly Network[],
+  networks: NetworkPolicy,
   onRefusal?: RefusalListener,
 ): Promise<string[]> {
   let addresses: string[];
@@ -75,24 +75,24 @@ export async function resolveAllowed(
     throw new DnsResolutionError(host, err);
   }
   if (addresses.length === 0) throw new DnsResolutionError(host);
-  for (const address of addresses) refuseIfBlocked(host, address, allow, onRefusal);
+  for (const address of addresses) refuseIfBlocked(host, address, networks, onRefusal);
   return addresses;
 }
 
 function refuseIfBlocked(
   host: string,
   address: string,
-  allow: readonly Network[],
+  networks: NetworkPolicy,
   onRefusal?: RefusalListener,
 ) {
-  const verdict = checkAddress(address, allow);
+  const verdict = checkAddress(address, networks.allow, networks.deny);
   if (!verdict.blocked) return;
   onRefusal?.({ host, address, reason: verdict.reason });
   throw new DestinationBlockedError(host, address, verdict.reason);
 }
 
 export interface GuardedAgentOptions {
-  allow: readonly Network[];
+  networks: NetworkPolicy;
   resolver: Resolver;
   connectTimeoutMs: number;
   /** Whole-response limits; the sender's overall deadline is shorter, these are backstops. */
@@ -115,10 +115,10 @@ export interface GuardedAgentOptions {
 export const MAX_RESPONSE_HEADER_BYTES = 16 * 1024;
 
 export function createGuardedAgent(opts: GuardedAgentOptions): Agent {
-  const { allow, resolver, onRefusal } = opts;
+  const { networks, resolver, onRefusal } = opts;
 
   const lookup: LookupFunction = (hostname, options, callback) => {
-    resolveAllowed(hostname, resolver, allow, onRefusal).then(
+    resolveAllowed(hostname, resolver, networks, onRefusal).then(
       (addresses) => {
         const list = addresses.map((address) => ({ address, family: isIPv6(address) ? 6 : 4 }));
         // Node asks for all answers when happy-eyeballs (autoSelectFamily, on by default in Node 20) is active.
@@ -142,7 +142,7 @@ export function createGuardedAgent(opts: GuardedAgentOptions): Agent {
       const host = connectOpts.hostname.replace(/^\[(.*)\]$/, '$1');
       if (isIP(host) !== 0) {
         try {
-          refuseIfBlocked(host, host, allow, onRefusal);
+          refuseIfBlocked(host, host, networks, onRefusal);
         } catch (err) {
           callback(err as Error, null);
           return;

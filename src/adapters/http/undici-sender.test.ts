@@ -180,6 +180,24 @@ describe('a plain delivery', () => {
     expect(app.requests.at(-1)!.remoteAddress).toBe('127.0.0.3');
   });
 
+  it('refuses an allowed address that a denied network covers, at registration and at connect', async () => {
+    const sender = makeSender({ denyNetworks: ['127.0.0.1/32'] });
+    const r = await sender.send(signedRequest(hooks('/status/200')).req);
+    expectError(r, 'destination_blocked');
+    expect(refusals.at(-1)).toMatchObject({ address: '127.0.0.1', reason: 'denied network (127.0.0.1/32)' });
+    const checker = new GuardedDestinationChecker({
+      allowNetworks: ALLOW,
+      denyNetworks: ['127.0.0.1/32'],
+      resolver,
+    });
+    expect(await checker.check(hooks('/'))).toMatchObject({ ok: false });
+    expect(await checker.check('http://127.0.0.1:9/')).toMatchObject({ ok: false });
+    // Without the deny entry the same destination is allowed.
+    expect(
+      (await new GuardedDestinationChecker({ allowNetworks: ALLOW, resolver }).check(hooks('/'))).ok,
+    ).toBe(true);
+  });
+
   it('classifies refused connections and resolution failures', async () => {
     const closed = await startHttpServer('127.0.0.1', () => undefined);
     const port = closed.port;

@@ -20,12 +20,7 @@
  * dropped for good once a hop leaves the endpoint's origin. Any other 3xx is returned as a response.
  */
 import type { Dispatcher } from 'undici';
-import {
-  checkUrlShape,
-  MAX_URL_LENGTH,
-  parseAllowNetworks,
-  type UrlShape,
-} from '../../domain/address-policy.ts';
+import { checkUrlShape, MAX_URL_LENGTH, networkPolicy, type UrlShape } from '../../domain/address-policy.ts';
 import type { ErrorClass } from '../../domain/outcome.ts';
 import {
   ATTEMPT_TIMEOUT_MS,
@@ -65,6 +60,8 @@ const TRANSPORT_HEADERS = new Set([
 export interface UndiciSenderOptions {
   /** CIDRs delivery may reach although they are not public (HOOKRAIL_ALLOW_NETWORKS). Validated here. */
   allowNetworks?: readonly string[];
+  /** HOOKRAIL_DENY_NETWORKS: public ranges refused all the same (the operator's own addresses). */
+  denyNetworks?: readonly string[];
   /** Refuse plain http, on the stored URL and on every redirect hop. Default false. */
   httpsOnly?: boolean;
   /** Name resolution for the guard; default the hosts file, then c-ares (system-resolver.ts). */
@@ -163,7 +160,7 @@ export class UndiciSender implements HttpSender {
     this.#attemptTimeoutMs = opts.attemptTimeoutMs ?? ATTEMPT_TIMEOUT_MS;
     this.#now = opts.now ?? Date.now;
     this.#agent = createGuardedAgent({
-      allow: parseAllowNetworks(opts.allowNetworks ?? []),
+      networks: networkPolicy(opts.allowNetworks, opts.denyNetworks),
       resolver: opts.resolver ?? systemResolver(),
       connectTimeoutMs: opts.connectTimeoutMs ?? CONNECT_TIMEOUT_MS,
       // Backstops only: the attempt deadline is the limit that matters.
