@@ -256,4 +256,22 @@ describe('hookrail tenants, producer-keys, endpoints, events, replay', () => {
     expect(failed).toMatchObject({ code: 1, stdout: '' });
     expect((failed as { stderr: string }).stderr).toMatch(/^error: not_found: /);
   });
+
+  it('replaces a tenant key: the new one works, the old one stops', async () => {
+    const other = await cli(['tenants', 'create', '--name', 'Other Inc', '--token', ADMIN_TOKEN]);
+    expect(other.code, other.err).toBe(0);
+    const oldKey = other.json.tenant_key as string;
+    expect((await cli(['endpoints', 'list', '--token', oldKey])).code).toBe(0);
+    const replaced = await cli(['tenants', 'replace-key', other.json.id, '--token', ADMIN_TOKEN]);
+    expect(replaced.code, replaced.err).toBe(0);
+    expect(replaced.json).toMatchObject({
+      tenant_id: other.json.id,
+      tenant_key: expect.stringMatching(/^hkt_/),
+    });
+    expect((await cli(['endpoints', 'list', '--token', replaced.json.tenant_key])).code).toBe(0);
+    const refused = await cli(['endpoints', 'list', '--token', oldKey]);
+    expect(refused.code).toBe(1);
+    expect(refused.err).toMatch(/^error: unauthorized: /);
+    expect((await cli(['tenants', 'replace-key', '--token', ADMIN_TOKEN])).code).toBe(2);
+  });
 });

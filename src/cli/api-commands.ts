@@ -19,6 +19,7 @@ const TARGET: Options = {
 
 export const API_USAGE = `  hookrail tenants create --name <name>                              (operator token)
   hookrail tenants list [--limit 100]
+  hookrail tenants replace-key <ten_…>     (operator token; every old key of the tenant stops; the new one shown once)
   hookrail producer-keys create --name <name>                        (operator token)
   hookrail endpoints create --url <url> [--event-types 'order.*,refund.created'] [--description <text>]
                             [--max-concurrency 10] [--ordering none|endpoint|resource]   (tenant key)
@@ -93,7 +94,15 @@ export async function tenantsCommand(args: string[], io: CliIo): Promise<number>
     print(io, await call(t, 'GET', `/v1/tenants?limit=${integer(values, 'limit') ?? 100}`));
     return 0;
   }
-  throw new CliUsageError('tenants: create or list');
+  if (sub === 'replace-key') {
+    const { values, positionals } = parse(rest, {}, 1);
+    const id = positionals[0];
+    if (!id) throw new CliUsageError('tenants replace-key <tenant id>');
+    const t = apiTarget(values, io, true);
+    print(io, await call(t, 'POST', `/v1/tenants/${encodeURIComponent(id)}/key`));
+    return 0;
+  }
+  throw new CliUsageError('tenants: create, list or replace-key');
 }
 
 export async function producerKeysCommand(args: string[], io: CliIo): Promise<number> {
