@@ -1,13 +1,18 @@
 import { describe, expect, it } from 'vitest';
+import { FakeClock } from '../../test/support/fake-clock.ts';
 import { seededRandom } from '../../test/support/seeded-random.ts';
 import {
   digestDueAt,
   isDigestDue,
+  lastFailureNoticeAt,
   NOTICE_WINDOW_MS,
   type NoticeCause,
   noticeDecision,
+  recoveredNoticeDue,
   recoveryNoticeDue,
 } from './dead-letter-notice.ts';
+import type { HealthState } from './endpoint-health.ts';
+import { applyAttempt, type EndpointRuntime, initialRuntime } from './endpoint-runtime.ts';
 
 const MIN = 60_000;
 const H = 60 * MIN;
@@ -104,6 +109,200 @@ describe('recoveryNoticeDue', () => {
     expect(recoveryNoticeDue({ lastFailureNoticeAt: T0, lastRecoveryNoticeAt: T0 - 1 })).toBe(true);
     expect(recoveryNoticeDue({ lastFailureNoticeAt: T0, lastRecoveryNoticeAt: T0 })).toBe(false);
     expect(recoveryNoticeDue({ lastFailureNoticeAt: T0, lastRecoveryNoticeAt: T0 + H })).toBe(false);
+  });
+
+  it('a failure notice from before the streak that ends does not count; null is no bound', () => {
+    const due = (streakStartedAt: number | null) =>
+      recoveryNoticeDue({ lastFailureNoticeAt: T0, lastRecoveryNoticeAt: null, streakStartedAt });
+    expect(due(T0 - H)).toBe(true);
+    expect(due(T0)).toBe(true);
+    expect(due(T0 + 1)).toBe(false);
+    expect(due(null)).toBe(true);
+    // The bound narrows, never widens: a recovery already noticed stays noticed.
+    expect(
+      recoveryNoticeDue({ lastFailureNoticeAt: T0, lastRecoveryNoticeAt: T0, streakStartedAt: T0 - H }),
+    ).toBe(false);
+  });
+});
+
+describe('lastFailureNoticeAt', () => {
+  it('the later of the two windows, null when neither sent anything', () => {
+    const w = (d: number | null, p: number | null) => ({
+      dead_letter: { lastNoticeAt: d },
+      permanent_failure: { lastNoticeAt: p },
+    });
+    expect(lastFailureNoticeAt(w(null, null))).toBeNull();
+    expect(lastFailureNoticeAt(w(T0, null))).toBe(T0);
+    expect(lastFailureNoticeAt(w(null, T0))).toBe(T0);
+    expect(lastFailureNoticeAt(w(T0, T0 + H))).toBe(T0 + H);
+    expect(lastFailureNoticeAt(w(T0 + H, T0))).toBe(T0 + H);
+  });
+});
+
+describe('recoveredNoticeDue', () => {
+  const windows = { dead_letter: { lastNoticeAt: T0 }, permanent_failure: { lastNoticeAt: null } };
+  const states: HealthState[] = ['healthy', 'degraded', 'failing', 'disabled'];
+  for (const previousHealth of states) {
+    for (const nextHealth of states) {
+      const expected =
+        previousHealth === 'failing' && (nextHealth === 'degraded' || nextHealth === 'healthy');
+      it(`${previousHealth} → ${nextHealth} after a failure notice of the streak: ${expected}`, () => {
+        expect(
+          recoveredNoticeDue({
+            previousHealth,
+            nextHealth,
+            streakStartedAt: T0 - H,
+            windows,
+            lastRecoveryNoticeAt: null,
+          }),
+        ).toBe(expected);
+      });
+    }
+  }
+
+  it('leaving failing needs a failure notice during the streak and after the last recovery notice', () => {
+    const base = {
+      previousHealth: 'failing' as const,
+      nextHealth: 'degraded' as const,
+      streakStartedAt: T0 - H,
+      windows,
+      lastRecoveryNoticeAt: null,
+    };
+    expect(recoveredNoticeDue(base)).toBe(true);
+    expect(recoveredNoticeDue({ ...base, streakStartedAt: T0 + 1 })).toBe(false);
+    expect(recoveredNoticeDue({ ...base, lastRecoveryNoticeAt: T0 })).toBe(false);
+    expect(
+      recoveredNoticeDue({
+        ...base,
+        windows: { dead_letter: { lastNoticeAt: null }, permanent_failure: { lastNoticeAt: null } },
+      }),
+    ).toBe(false);
+  });
+});
+
+/**
+ * The adapters' side of the contract, in memory: each attempt applied to the runtime (endpoint-runtime.ts), its
+ * failure notices, then `recovered` from the runtime before and after; a digest pass as the maintenance role runs
+ * it. Time comes from a fake clock.
+ */
+class EndpointNotices {
+  rt: EndpointRuntime = initialRuntime();
+  recoveredAt: number | null = null;
+  readonly sent: { at: number; kind: NoticeCause | 'digest' | 'recovered' }[] = [];
+  constructor(private readonly clock: FakeClock) {}
+
+  attempt(outcome: 'delivered' | 'retryable' | 'permanent', deadLetter: NoticeCause | null = null): void {
+    const at = this.clock.now();
+    const before = this.rt;
+    const applied = applyAttempt(
+      before,
+      { at, outcome, errorClass: outcome === 'delivered' ? null : 'http_status', probe: false, deadLetter },
+      false,
+    );
+    this.rt = applied.runtime;
+    for (const n of applied.notices) this.sent.push({ at, kind: n.cause });
+    if (
+      recoveredNoticeDue({
+        previousHealth: before.health,
+        nextHealth: this.rt.health,
+        streakStartedAt: before.failingSince,
+        windows: this.rt.notices,
+        lastRecoveryNoticeAt: this.recoveredAt,
+      })
+    ) {
+      this.sent.push({ at, kind: 'recovered' });
+      this.recoveredAt = at;
+    }
+    this.clock.advance(MIN);
+  }
+
+  fail(n: number, deadLetterAtEnd: NoticeCause | null = null): void {
+    for (let i = 0; i < n; i++) this.attempt('retryable', i === n - 1 ? deadLetterAtEnd : null);
+  }
+
+  digests(): void {
+    const now = this.clock.now();
+    for (const cause of ['dead_letter', 'permanent_failure'] as const) {
+      const w = this.rt.notices[cause];
+      if (!isDigestDue({ lastNoticeAt: w.lastNoticeAt, pendingDigestCount: w.pending, now })) continue;
+      this.sent.push({ at: now, kind: 'digest' });
+      this.rt = { ...this.rt, notices: { ...this.rt.notices, [cause]: { lastNoticeAt: now, pending: 0 } } };
+    }
+  }
+
+  kinds(): string[] {
+    return this.sent.map((x) => x.kind);
+  }
+}
+
+describe('recovered, driven through the runtime with a fake clock', () => {
+  it('an outage with a dead-letter notice: exactly one recovered, at the first success', () => {
+    const clock = new FakeClock(T0);
+    const e = new EndpointNotices(clock);
+    e.fail(12, 'dead_letter');
+    expect(e.rt.health).toBe('failing');
+    expect(e.kinds()).toEqual(['dead_letter']);
+    const successAt = clock.now();
+    e.attempt('delivered');
+    e.attempt('delivered');
+    expect(e.sent).toEqual([
+      { at: successAt - MIN, kind: 'dead_letter' },
+      { at: successAt, kind: 'recovered' },
+    ]);
+  });
+
+  it('leaving failing with no failure notice sends nothing', () => {
+    const e = new EndpointNotices(new FakeClock(T0));
+    e.fail(25);
+    expect(e.rt.health).toBe('failing');
+    e.attempt('delivered');
+    expect(e.kinds()).toEqual([]);
+  });
+
+  it('a notice that never saw the endpoint failing: no recovered when it is fixed, nor at a later blip', () => {
+    const clock = new FakeClock(T0);
+    const e = new EndpointNotices(clock);
+    e.attempt('permanent', 'permanent_failure');
+    expect(e.rt.health).toBe('degraded');
+    e.attempt('delivered');
+    clock.advance(7 * 24 * H);
+    e.fail(10);
+    expect(e.rt.health).toBe('failing');
+    e.attempt('delivered');
+    expect(e.kinds()).toEqual(['permanent_failure']);
+  });
+
+  it('a second streak inside the notice window (its dead letters digested) gets no second recovered', () => {
+    const clock = new FakeClock(T0);
+    const e = new EndpointNotices(clock);
+    e.fail(12, 'dead_letter');
+    e.attempt('delivered');
+    clock.advance(2 * H);
+    e.fail(12, 'dead_letter');
+    expect(e.rt.health).toBe('failing');
+    e.attempt('delivered');
+    expect(e.kinds()).toEqual(['dead_letter', 'recovered']);
+    // The digest goes out while the endpoint works; the next outage without a notice of its own is not noticed.
+    clock.set(T0 + NOTICE_WINDOW_MS + H);
+    e.digests();
+    clock.advance(H);
+    e.fail(10);
+    e.attempt('delivered');
+    expect(e.kinds()).toEqual(['dead_letter', 'recovered', 'digest']);
+  });
+
+  it('a digest sent during a long streak makes its end noticed', () => {
+    const clock = new FakeClock(T0);
+    const e = new EndpointNotices(clock);
+    e.fail(12, 'dead_letter');
+    e.attempt('delivered');
+    clock.advance(H);
+    e.fail(12, 'dead_letter');
+    clock.set(T0 + NOTICE_WINDOW_MS + H);
+    e.digests();
+    e.fail(3);
+    e.attempt('delivered');
+    expect(e.kinds()).toEqual(['dead_letter', 'recovered', 'digest', 'recovered']);
   });
 });
 

@@ -30,6 +30,8 @@
  * After `aggregate`: pending + 1. Health is updated before any notice is sent (endpoint-health.ts).
  */
 
+import { type HealthState, healthTransition } from './endpoint-health.ts';
+
 export const NOTICE_WINDOW_MS = 24 * 60 * 60 * 1000;
 
 export type NoticeCause = 'dead_letter' | 'permanent_failure';
@@ -85,14 +87,60 @@ export function isDigestDue(input: {
  * Whether a `recovered` health change (healthTransition in endpoint-health.ts) should be e-mailed: only when a
  * failure notice (either cause, immediate or digest) went out after the last recovery notice. The customer who
  * was told something broke is told it works again — once per incident, however often the endpoint flaps.
+ *
+ * `streakStartedAt`, when given, is the first failure of the streak that is ending (the runtime's `failingSince`
+ * before the success): a failure notice older than that belongs to an earlier incident — a rejected credential
+ * fixed weeks ago, a digest that went out after the last recovery, an outage ended by a re-enable — and does not
+ * make this recovery noticed. Null or absent: no such bound.
  */
 export function recoveryNoticeDue(input: {
   lastFailureNoticeAt: number | null;
   lastRecoveryNoticeAt: number | null;
+  streakStartedAt?: number | null;
 }): boolean {
-  const { lastFailureNoticeAt, lastRecoveryNoticeAt } = input;
+  const { lastFailureNoticeAt, lastRecoveryNoticeAt, streakStartedAt = null } = input;
   if (lastFailureNoticeAt === null) return false;
+  if (streakStartedAt !== null && lastFailureNoticeAt < streakStartedAt) return false;
   return lastRecoveryNoticeAt === null || lastRecoveryNoticeAt < lastFailureNoticeAt;
+}
+
+/** The latest failure notice of an endpoint, immediate or digest, of either cause: from its notice windows. */
+export function lastFailureNoticeAt(
+  windows: Record<NoticeCause, { lastNoticeAt: number | null }>,
+): number | null {
+  const times = [windows.dead_letter.lastNoticeAt, windows.permanent_failure.lastNoticeAt].filter(
+    (t): t is number => t !== null,
+  );
+  return times.length > 0 ? Math.max(...times) : null;
+}
+
+export interface RecoveredNoticeInput {
+  /** The endpoint's stored health before and after the attempt was applied (endpoint-runtime.ts reassess). */
+  previousHealth: HealthState;
+  nextHealth: HealthState;
+  /** The stored runtime's `failingSince` before the attempt: the first failure of the streak it may end. */
+  streakStartedAt: number | null;
+  /** The notice windows after the attempt was applied. */
+  windows: Record<NoticeCause, { lastNoticeAt: number | null }>;
+  /** When the last `recovered` notice was written for the endpoint; null: never. */
+  lastRecoveryNoticeAt: number | null;
+}
+
+/**
+ * The `recovered` notice, decided in the transaction that records an attempt. Due when the attempt moves the
+ * stored health out of `failing` to `degraded` or `healthy` and a failure notice went out during the streak
+ * that ended and after the last recovery notice. The stored health leaves `failing` only when an answer the
+ * endpoint gave was a success: the circuit is closed by it and the run of consecutive failures reset (the stored
+ * health uses the circuit and streak rules, not the rate windows the health API adds). Leaving `failing` for
+ * `disabled`, or by a re-enable (which resets the circuit outside any attempt), is not a recovery.
+ */
+export function recoveredNoticeDue(input: RecoveredNoticeInput): boolean {
+  if (healthTransition(input.previousHealth, input.nextHealth).notice !== 'recovered') return false;
+  return recoveryNoticeDue({
+    lastFailureNoticeAt: lastFailureNoticeAt(input.windows),
+    lastRecoveryNoticeAt: input.lastRecoveryNoticeAt,
+    streakStartedAt: input.streakStartedAt,
+  });
 }
 
 function assertInput(lastNoticeAt: number | null, pendingDigestCount: number, now: number): void {

@@ -16,6 +16,7 @@ import {
   type HealthState,
   healthTransition,
   MIN_ATTEMPTS_FOR_RATE,
+  statusChangeNotice,
 } from './endpoint-health.ts';
 
 const H = 3_600_000;
@@ -245,6 +246,15 @@ describe('healthTransition: every pair', () => {
       });
     }
   }
+});
+
+describe('statusChangeNotice', () => {
+  it('disabling an enabled endpoint is noticed; re-disabling and enabling are not', () => {
+    expect(statusChangeNotice('enabled', 'disabled')).toBe('disabled');
+    expect(statusChangeNotice('disabled', 'disabled')).toBeNull();
+    expect(statusChangeNotice('disabled', 'enabled')).toBeNull();
+    expect(statusChangeNotice('enabled', 'enabled')).toBeNull();
+  });
 });
 
 describe('autoDisableDue (72 h of continuous failure, zero successes)', () => {

@@ -121,8 +121,9 @@ export interface HealthTransition {
    * The notice this change calls for, if any:
    * - `disabled`: the endpoint became disabled — always noticed (ADR-14: the disable writes a notification).
    * - `recovered`: it left `failing` for `degraded` or `healthy` (the circuit closed, answers are coming back).
-   *   Sent only if a dead-letter notice went out since the last recovery notice (recoveryNoticeDue in
-   *   dead-letter-notice.ts), so a flapping endpoint cannot turn this into a stream of e-mails.
+   *   Sent only if a dead-letter or permanent-failure notice went out during the streak that ended and since the
+   *   last recovery notice (recoveredNoticeDue in dead-letter-notice.ts), so a flapping endpoint cannot turn this
+   *   into a stream of e-mails.
    * Becoming `failing` or `degraded` is NOT a notice by itself: the alert is the first dead letter (ADR-09: "alert
    * on the first occurrence of a thing that can be fixed"), and the circuit opening at 02:00:05 is not yet that.
    * Every change is still recorded (health history, metrics) — `changed` says so.
@@ -140,6 +141,18 @@ export function healthTransition(previous: HealthState, next: HealthState): Heal
         ? 'recovered'
         : null;
   return { changed: previous !== next, direction, notice };
+}
+
+/**
+ * The notice a status change made through the API calls for: `disabled` when it disables an endpoint that was
+ * enabled (the same rule as healthTransition's); nothing for disabling one already disabled, which changes nothing
+ * the owner needs to hear, nor for enabling. Auto-disable writes its own `auto_disabled` notice instead.
+ */
+export function statusChangeNotice(
+  previous: 'enabled' | 'disabled',
+  next: 'enabled' | 'disabled',
+): 'disabled' | null {
+  return next === 'disabled' && previous !== 'disabled' ? 'disabled' : null;
 }
 
 export interface AutoDisableInput {

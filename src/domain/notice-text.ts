@@ -8,7 +8,7 @@ export interface NoticeSubject {
 }
 
 export function noticeText(
-  kind: NoticeCause | 'digest' | 'auto_disabled',
+  kind: NoticeCause | 'digest' | 'auto_disabled' | 'recovered' | 'disabled',
   s: NoticeSubject & { count: number },
 ): { subject: string; body: string } {
   const when = new Date(s.at).toISOString();
@@ -36,6 +36,25 @@ export function noticeText(
       return {
         subject: `Hookrail: ${s.count} more failed deliveries to ${s.url}`,
         body: `${s.count} more deliveries to ${where} were dead-lettered in the last 24 hours (as of ${when}).`,
+      };
+    case 'recovered':
+      return {
+        subject: `Hookrail: deliveries to ${s.url} are getting through again`,
+        body:
+          `${where} answered a delivery successfully at ${when}, ending the failures we told you about. ` +
+          'Pending deliveries go out on their schedule again (after an open circuit, at a rate that ramps up over ' +
+          'five minutes). Deliveries dead-lettered meanwhile are not retried automatically: replay them ' +
+          '(POST /v1/endpoints/:id/replay) — every copy keeps its webhook-id.',
+      };
+    case 'disabled':
+      return {
+        subject: `Hookrail: ${s.url} was disabled`,
+        body:
+          `${where} was disabled at ${when} through the API or the console. Nothing is sent to it while it is ` +
+          'disabled; events for it still create deliveries, which wait as its backlog, and nothing is deleted. ' +
+          'Re-enable it with an explicit choice: deliver the backlog, skip it, or resume from a point in time ' +
+          '(POST /v1/endpoints/:id/enable); GET /v1/endpoints/:id/backlog shows its size and estimated drain time ' +
+          'first.',
       };
     case 'auto_disabled':
       return {

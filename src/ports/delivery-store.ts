@@ -166,7 +166,18 @@ export interface BacklogStats {
   oldestPendingAt: number | null;
 }
 
-export type NotificationKind = 'dead_letter' | 'permanent_failure' | 'digest' | 'auto_disabled';
+/**
+ * `dead_letter`, `permanent_failure` and `digest`: failures (domain/dead-letter-notice.ts); `recovered`: the
+ * endpoint left `failing` after one of those was sent (recoveredNoticeDue); `disabled`: disabled through the API;
+ * `auto_disabled`: disabled after 72 h of failures.
+ */
+export type NotificationKind =
+  | 'dead_letter'
+  | 'permanent_failure'
+  | 'digest'
+  | 'recovered'
+  | 'disabled'
+  | 'auto_disabled';
 
 export interface NotificationRecord {
   id: string;
@@ -246,13 +257,18 @@ export interface DeliveryStore {
   }): Promise<EndpointRecord | null>;
   /** Deletes the endpoint and cancels its pending deliveries (kept as records). False when absent. */
   endpointDelete(p: { id: string; tenantId: string; now: number; audit?: AuditOf<void> }): Promise<boolean>;
-  /** Disable keeps the backlog pending but leases nothing for the endpoint; enable resumes. */
+  /**
+   * Disable keeps the backlog pending but leases nothing for the endpoint; enable resumes. Disabling an enabled
+   * endpoint also writes a `disabled` notification in the same transaction (none when it was disabled already).
+   */
   endpointSetStatus(p: {
     id: string;
     tenantId: string;
     status: EndpointStatus;
     reason: string | null;
     now: number;
+    /** The `disabled` notification's id; by default a new one at `now`. */
+    ids?: { notification(): string };
     audit?: AuditOf<EndpointRecord>;
   }): Promise<EndpointRecord | null>;
 
@@ -347,7 +363,9 @@ export interface DeliveryStore {
   /** Appends the attempts and updates the deliveries and in-flight counts, in one transaction. */
   /**
    * Also applies each attempt to the endpoint's shared runtime (circuit, streak, health) and writes the notices it
-   * calls for to the notification outbox, in the same transaction (health changes before any notice is sent).
+   * calls for to the notification outbox, in the same transaction (health changes before any notice is sent): a
+   * dead letter's or rejection's (dead-letter-notice.ts noticeDecision) and `recovered` (recoveredNoticeDue), whose
+   * time is kept on the endpoint's queue row beside its runtime.
    */
   deliveryComplete(p: {
     completions: AttemptCompletion[];

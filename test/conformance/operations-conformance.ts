@@ -15,6 +15,7 @@ import { endpointSeriesConformance } from './operations/endpoint-series.ts';
 import { createOperationsHarness } from './operations/harness.ts';
 import { notificationsConformance } from './operations/notifications.ts';
 import { queueRebuildConformance } from './operations/queue-rebuild.ts';
+import { recoveryAndDisableNoticesConformance } from './operations/recovery-and-disable-notices.ts';
 import { replayStatisticsAuditConformance } from './operations/replay-statistics-audit.ts';
 import { retentionConformance } from './operations/retention.ts';
 import { runtimeConformance } from './operations/runtime.ts';
@@ -37,6 +38,7 @@ export function runOperationsConformance(opts: StoreConformanceOptions): void {
 
     runtimeConformance({ h, test });
     notificationsConformance({ h, test });
+    recoveryAndDisableNoticesConformance({ h, test });
     autoDisableConformance({ h, test });
     enableAfterReplayConformance({ h, test });
     replayStatisticsAuditConformance({ h, test });

@@ -3,6 +3,7 @@
  * plane. Both rely on the queue-row invariant described at `lease` (lease.ts); locking: see delivery-store.ts.
  */
 import { randomBytes } from 'node:crypto';
+import { type NoticeCause, recoveredNoticeDue } from '../../domain/dead-letter-notice.ts';
 import { completionMovesDueTime } from '../../domain/due-time.ts';
 import { applyAttempt, type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import { newId } from '../../domain/ids.ts';
@@ -141,16 +142,23 @@ export async function complete(
 
   await tx(
     async (c) => {
-      // The queue rows, locked, with the runtime records on them (current versions: they are what was locked).
-      const locked = new Map(
-        (
-          await c.query<{ endpoint_id: string; runtime: string | null }>(
-            `SELECT endpoint_id, runtime FROM endpoint_queue WHERE endpoint_id = ANY($1::text[])
+      // The queue rows, locked, with the runtime records on them (current versions: they are what was locked) and
+      // the time of the last `recovered` notice.
+      const queueRows = (
+        await c.query<{ endpoint_id: string; runtime: string | null; recovered_notice_at: string | null }>(
+          `SELECT endpoint_id, runtime, recovered_notice_at FROM endpoint_queue WHERE endpoint_id = ANY($1::text[])
             ORDER BY endpoint_id FOR UPDATE`,
-            [endpointIds],
-          )
-        ).rows.map((r) => [r.endpoint_id, parseRuntime(r.runtime)]),
+          [endpointIds],
+        )
+      ).rows;
+      const locked = new Map(queueRows.map((r) => [r.endpoint_id, parseRuntime(r.runtime)]));
+      const recoveredAt = new Map(
+        queueRows.map((r) => [
+          r.endpoint_id,
+          r.recovered_notice_at === null ? null : Number(r.recovered_notice_at),
+        ]),
       );
+      const recoveredNow = new Set<string>();
       // The attempts (always appended: the log records what happened), and per endpoint its status, URL and
       // tenant channel with the current projection rows of its completed deliveries. A later statement than the
       // lock, so it sees what the previous holder of the queue rows committed (a disable above all).
@@ -282,6 +290,7 @@ export async function complete(
         const ep = endpoints.get(x.attempt.endpointId);
         if (!ep) continue;
         const at = x.attempt;
+        const before = ep.rt;
         const applied = applyAttempt(
           ep.rt,
           {
@@ -299,17 +308,35 @@ export async function complete(
           ep.disabled,
         );
         ep.rt = applied.runtime;
-        for (const notice of applied.notices) {
+        const kinds: { kind: NoticeCause | 'recovered'; count: number }[] = applied.notices.map((n) => ({
+          kind: n.cause,
+          count: n.digested,
+        }));
+        // Out of `failing` after a failure notice of this streak: told once that it works again.
+        if (
+          recoveredNoticeDue({
+            previousHealth: before.health,
+            nextHealth: applied.runtime.health,
+            streakStartedAt: before.failingSince,
+            windows: applied.runtime.notices,
+            lastRecoveryNoticeAt: recoveredAt.get(at.endpointId) ?? null,
+          })
+        ) {
+          kinds.push({ kind: 'recovered', count: 0 });
+          recoveredAt.set(at.endpointId, at.finishedAt);
+          recoveredNow.add(at.endpointId);
+        }
+        for (const notice of kinds) {
           notices.push({
             id: notificationId(),
             tenantId: ep.tenantId,
             endpointId: at.endpointId,
-            kind: notice.cause,
-            ...noticeText(notice.cause, {
+            kind: notice.kind,
+            ...noticeText(notice.kind, {
               endpointId: at.endpointId,
               url: ep.url,
               at: at.finishedAt,
-              count: notice.digested,
+              count: notice.count,
             }),
             emailTo: ep.email,
           });
@@ -319,6 +346,15 @@ export async function complete(
       const all = [...new Set([...touched, ...runtimes.keys()])].sort(cmp);
       if (all.length > 0) {
         await writeProjection(c, [...changed], all, { released, now, touched, runtimes, notices });
+      }
+      // Rare (once per noticed incident), so a statement of its own rather than a column of the projection write.
+      if (recoveredNow.size > 0) {
+        const recovered = [...recoveredNow].sort(cmp);
+        await c.query(
+          `UPDATE endpoint_queue q SET recovered_notice_at = u.at
+             FROM unnest($1::text[], $2::bigint[]) AS u(endpoint_id, at) WHERE q.endpoint_id = u.endpoint_id`,
+          [recovered, recovered.map((id) => recoveredAt.get(id) ?? null)],
+        );
       }
     },
     { probesOnly: true },

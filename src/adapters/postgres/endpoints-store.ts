@@ -1,8 +1,13 @@
 /** Endpoint CRUD and signing secrets of the PostgreSQL delivery plane (locking: see delivery-store.ts). */
+import { randomBytes } from 'node:crypto';
+import { statusChangeNotice } from '../../domain/endpoint-health.ts';
 import { matchesEventType } from '../../domain/event-types.ts';
+import { newId } from '../../domain/ids.ts';
 import { DEFAULT_SHARED_LANES, laneSchemeTag, sharedLane } from '../../domain/lanes.ts';
+import { noticeText } from '../../domain/notice-text.ts';
 import type { DeliveryStore, EndpointRecord, SecretRecord } from '../../ports/delivery-store.ts';
 import { writeAudit } from './audit.ts';
+import { insertNotificationsSql, type NewNotification, notificationValues } from './notification-outbox.ts';
 import {
   type Db,
   lockTenantGate,
@@ -221,9 +226,19 @@ export function createEndpointsStore({
       });
     },
 
-    async endpointSetStatus({ id, tenantId, status, reason, now, audit }) {
+    async endpointSetStatus({ id, tenantId, status, reason, now, ids, audit }) {
       return tx(async (c) => {
         await lockTenantGate(c, tenantId);
+        // The status it had, read under the row lock the update takes anyway (after the tenant gate: lock order),
+        // so that a disable racing another one or auto-disable sees their committed status and writes no notice.
+        const previous = (
+          await c.query<{ status: EndpointRecord['status']; notification_email: string | null }>(
+            `SELECT e.status, t.notification_email FROM endpoints e JOIN tenants t ON t.id = e.tenant_id
+              WHERE e.id = $1 AND e.tenant_id = $2 AND e.deleted_at IS NULL FOR UPDATE OF e`,
+            [id, tenantId],
+          )
+        ).rows[0];
+        if (!previous) return null;
         const res = await c.query<EndpointRow>(
           `UPDATE endpoints SET status = $3, disabled_reason = $4, updated_at = $5
             WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL
@@ -231,10 +246,23 @@ export function createEndpointsStore({
           [id, tenantId, status, status === 'disabled' ? reason : null, now],
         );
         if (!res.rows[0]) return null;
+        const endpoint = toEndpoint(res.rows[0]);
         await c.query(`UPDATE endpoint_queue q SET next_due_at = ${RECOMPUTE_DUE} WHERE q.endpoint_id = $1`, [
           id,
         ]);
-        return writeAudit(c, audit, toEndpoint(res.rows[0]));
+        const notice = statusChangeNotice(previous.status, status);
+        if (notice) {
+          const n: NewNotification = {
+            id: ids ? ids.notification() : newId('notification', now, randomBytes(10)),
+            tenantId,
+            endpointId: id,
+            kind: notice,
+            ...noticeText(notice, { endpointId: id, url: endpoint.url, at: now, count: 0 }),
+            emailTo: previous.notification_email,
+          };
+          await c.query(insertNotificationsSql(2, '$1::bigint'), [now, ...notificationValues([n])]);
+        }
+        return writeAudit(c, audit, endpoint);
       });
     },
 

@@ -1,5 +1,6 @@
 /** Completion of attempts (deliveryComplete) and expiry of leases (deliveryExpireLeases) in SQLite. */
 import { randomBytes } from 'node:crypto';
+import { type NoticeCause, recoveredNoticeDue } from '../../domain/dead-letter-notice.ts';
 import { completionMovesDueTime } from '../../domain/due-time.ts';
 import { applyAttempt, type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
 import { newId } from '../../domain/ids.ts';
@@ -18,13 +19,21 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
   ) => {
     const runtimes = new Map<
       string,
-      { rt: EndpointRuntime; disabled: boolean; url: string; tenantId: string }
+      {
+        rt: EndpointRuntime;
+        disabled: boolean;
+        url: string;
+        tenantId: string;
+        /** The last `recovered` notice (endpoint_queue.recovered_notice_at) and whether this batch wrote one. */
+        recoveredAt: number | null;
+        recoveredNow: boolean;
+      }
     >();
     const runtimeOf = (endpointId: string) => {
       let entry = runtimes.get(endpointId);
       if (!entry) {
         const e = st(
-          `SELECT e.status, e.url, e.tenant_id, q.runtime FROM endpoints e
+          `SELECT e.status, e.url, e.tenant_id, q.runtime, q.recovered_notice_at FROM endpoints e
              LEFT JOIN endpoint_queue q ON q.endpoint_id = e.id WHERE e.id = ?`,
         ).get(endpointId) as Row;
         entry = {
@@ -32,6 +41,8 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
           disabled: e.status !== 'enabled',
           url: e.url as string,
           tenantId: e.tenant_id as string,
+          recoveredAt: (e.recovered_notice_at as number | null) ?? null,
+          recoveredNow: false,
         };
         runtimes.set(endpointId, entry);
       }
@@ -92,6 +103,7 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
       // Circuit, streak and health learn from every attempt that happened; a notice only for a dead letter
       // this completion actually wrote.
       const entry = runtimeOf(a.endpointId);
+      const before = entry.rt;
       const applied = applyAttempt(
         entry.rt,
         {
@@ -109,12 +121,30 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
         entry.disabled,
       );
       entry.rt = applied.runtime;
-      for (const notice of applied.notices) {
-        const text = noticeText(notice.cause, {
+      const kinds: { kind: NoticeCause | 'recovered'; count: number }[] = applied.notices.map((n) => ({
+        kind: n.cause,
+        count: n.digested,
+      }));
+      // Out of `failing` after a failure notice of this streak: told once that it works again.
+      if (
+        recoveredNoticeDue({
+          previousHealth: before.health,
+          nextHealth: applied.runtime.health,
+          streakStartedAt: before.failingSince,
+          windows: applied.runtime.notices,
+          lastRecoveryNoticeAt: entry.recoveredAt,
+        })
+      ) {
+        kinds.push({ kind: 'recovered', count: 0 });
+        entry.recoveredAt = a.finishedAt;
+        entry.recoveredNow = true;
+      }
+      for (const notice of kinds) {
+        const text = noticeText(notice.kind, {
           endpointId: a.endpointId,
           url: entry.url,
           at: a.finishedAt,
-          count: notice.digested,
+          count: notice.count,
         });
         insertNotification(
           st,
@@ -122,7 +152,7 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
             id: ids ? ids.notification() : newId('notification', now, randomBytes(10)),
             tenantId: entry.tenantId,
             endpointId: a.endpointId,
-            kind: notice.cause,
+            kind: notice.kind,
             ...text,
           },
           now,
@@ -164,8 +194,17 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
         touched.add(a.endpointId);
       }
     }
-    // Per endpoint, one write of its queue row: the runtime and the in-flight slots released.
-    for (const [id, entry] of runtimes) saveRuntime(st, id, entry.rt, released.get(id) ?? 0);
+    // Per endpoint, one write of its queue row: the runtime and the in-flight slots released (and, rarely, a second
+    // for the time of a recovered notice this batch wrote).
+    for (const [id, entry] of runtimes) {
+      saveRuntime(st, id, entry.rt, released.get(id) ?? 0);
+      if (entry.recoveredNow) {
+        st('UPDATE endpoint_queue SET recovered_notice_at = ? WHERE endpoint_id = ?').run(
+          entry.recoveredAt,
+          id,
+        );
+      }
+    }
     for (const id of touched) refreshDue(id);
   };
 

@@ -1,9 +1,14 @@
 /** Endpoint CRUD and signing secrets of the SQLite delivery plane. */
+import { randomBytes } from 'node:crypto';
 import type Database from 'better-sqlite3';
+import { statusChangeNotice } from '../../domain/endpoint-health.ts';
 import { matchesEventType } from '../../domain/event-types.ts';
+import { newId } from '../../domain/ids.ts';
 import { DEFAULT_SHARED_LANES, laneSchemeTag, sharedLane } from '../../domain/lanes.ts';
+import { noticeText } from '../../domain/notice-text.ts';
 import type { DeliveryStore, EndpointRecord, SecretRecord } from '../../ports/delivery-store.ts';
 import { writeAudit } from './audit.ts';
+import { insertNotification } from './operations-store.ts';
 import type { RefreshDue } from './queue-due.ts';
 import { endpointFromRow, page, type Row, type St, secretFromRow, tenantClause } from './rows.ts';
 
@@ -166,16 +171,32 @@ export function createEndpointsStore(
         })
         .immediate();
     },
-    async endpointSetStatus({ id, tenantId, status, reason, now, audit }) {
+    async endpointSetStatus({ id, tenantId, status, reason, now, ids, audit }) {
       return db
         .transaction(() => {
-          const res = st(
+          const previous = getEndpoint(id, tenantId);
+          if (!previous) return null;
+          st(
             `UPDATE endpoints SET status = ?, disabled_reason = ?, updated_at = ?
            WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL`,
           ).run(status, status === 'disabled' ? reason : null, now, id, tenantId);
-          if (res.changes === 0) return null;
           refreshDue(id);
-          return writeAudit(st, audit, getEndpoint(id, tenantId) as EndpointRecord);
+          const endpoint = getEndpoint(id, tenantId) as EndpointRecord;
+          const notice = statusChangeNotice(previous.status, status);
+          if (notice) {
+            insertNotification(
+              st,
+              {
+                id: ids ? ids.notification() : newId('notification', now, randomBytes(10)),
+                tenantId,
+                endpointId: id,
+                kind: notice,
+                ...noticeText(notice, { endpointId: id, url: endpoint.url, at: now, count: 0 }),
+              },
+              now,
+            );
+          }
+          return writeAudit(st, audit, endpoint);
         })
         .immediate();
     },

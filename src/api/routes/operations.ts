@@ -23,7 +23,12 @@ import type { SeriesWindow } from '../../domain/endpoint-series.ts';
 import { ApiError } from '../../domain/errors.ts';
 import { rawJsonMember } from '../../domain/raw-json-member.ts';
 import { REPLAY_CONFIRM_ABOVE, REPLAY_RATE_PER_SECOND, type ReplayableStatus } from '../../domain/replay.ts';
-import type { AuditRecord, BacklogChoice, NotificationRecord } from '../../ports/delivery-store.ts';
+import type {
+  AuditRecord,
+  BacklogChoice,
+  NotificationKind,
+  NotificationRecord,
+} from '../../ports/delivery-store.ts';
 import type { ApiDeps } from '../build-api.ts';
 import {
   bodyOptional,
@@ -132,10 +137,28 @@ const Backlog = Type.Object({
   }),
 });
 
+/** Every kind of notice, with what sends it (docs/failure-handling.md, Notices). */
+const NOTIFICATION_KINDS: Record<NotificationKind, string> = {
+  dead_letter: 'the first delivery that used up its retries in a rolling 24 h',
+  permanent_failure: 'the first delivery the endpoint rejected outright in a rolling 24 h',
+  digest: 'failures of one kind gathered since the last notice of that kind',
+  recovered:
+    'the endpoint left `failing` after a dead-letter or permanent-failure notice of that failure streak',
+  disabled: 'the endpoint was disabled through the API',
+  auto_disabled: 'the endpoint was disabled after 72 h of failures',
+};
+
 const Notification = Type.Object({
   id: Type.String(),
   endpoint_id: nullable(Type.String()),
-  kind: Type.String(),
+  kind: Type.Union(
+    Object.keys(NOTIFICATION_KINDS).map((k) => Type.Literal(k)),
+    {
+      description: Object.entries(NOTIFICATION_KINDS)
+        .map(([k, v]) => `\`${k}\`: ${v}`)
+        .join('; '),
+    },
+  ),
   subject: Type.String(),
   body: Type.String(),
   email_to: nullable(Type.String()),
