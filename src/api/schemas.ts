@@ -18,6 +18,12 @@ export const ErrorBody = Type.Object(
   { $id: 'Error', description: 'Every error answer. Branch on `code`; `message` may be reworded.' },
 );
 
+/**
+ * Marks a route's `headers` schema as documentation: it is published in the OpenAPI document, and the handler or use
+ * case checks the headers itself (with error details of its own), so no validator is compiled for it (build-api.ts).
+ */
+export const DOCUMENTED_HEADERS = 'x-hookrail-documented-only';
+
 export const errorResponses = (...statuses: number[]) =>
   Object.fromEntries(statuses.map((s) => [s, Type.Ref('Error')]));
 
@@ -62,7 +68,8 @@ export const isRfc3339 = (s: string): boolean => {
     number,
     number,
   ];
-  const days = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const days = month === 2 ? (leap ? 29 : 28) : [4, 6, 9, 11].includes(month) ? 30 : 31;
   const offsetOk = m[8] === undefined || (Number(m[8]) <= 23 && Number(m[9]) <= 59);
   return (
     month >= 1 &&

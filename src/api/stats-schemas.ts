@@ -32,7 +32,8 @@ const StatsBucket = Type.Object({
   }),
   attempts: Type.Integer({
     description:
-      'Attempts sent that started in the bucket (`circuit_open` records are not sent: not counted).',
+      'Attempts sent that started in the bucket (`circuit_open` and `platform_error` records are not sent: ' +
+      'not counted).',
   }),
   delivered: Type.Integer({ description: 'Of those, delivered.' }),
   success_rate_percent: Type.Union([Type.Number(), Type.Null()], {

@@ -14,12 +14,11 @@ import type { TenantDirectory } from './tenant-directory.ts';
 export interface AcceptEventInput {
   tenantId: string;
   type: string;
-  /** The parsed `data`: what validation looks at. */
-  data: Record<string, unknown>;
   /**
-   * The JSON text of that same `data`, exactly as the producer sent it (domain/raw-json-member.ts). Stored, hashed
-   * for idempotency and delivered as is: re-serialising the parsed value would change what the producer sent
-   * (digits beyond 2^53, `1.10`, `-0`, escapes, duplicate keys).
+   * The JSON text of `data` (an object: the route's schema checked the parsed value), exactly as the producer sent
+   * it (domain/raw-json-member.ts). Checked for depth, stored, hashed for idempotency and delivered as is:
+   * re-serialising the parsed value would change what the producer sent (digits beyond 2^53, `1.10`, `-0`,
+   * escapes, duplicate keys).
    */
   dataText: string;
   resourceId: string | null;
@@ -45,7 +44,7 @@ export async function acceptEvent(
       header: 'idempotency-key',
     });
   }
-  checkDataDepth(input.data);
+  checkDataDepth(input.dataText);
   if (!(await deps.tenants.exists(input.tenantId))) throw new ApiError('tenant_not_found');
 
   const now = deps.clock.now();

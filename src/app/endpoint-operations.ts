@@ -125,8 +125,8 @@ export async function endpointHealth(deps: OperationsDeps, tenantId: string | nu
 /**
  * GET /v1/endpoints/:id/stats: the endpoint's time series over `window`, oldest bucket first, aligned on the epoch,
  * the last one holding now (domain/endpoint-series.ts: the buckets, and how the backlog history is derived). The
- * buckets that can no longer change are read once per settled period and kept in this process; a request reads
- * only the open ones and the pending count (endpoint-stats-cache.ts).
+ * buckets that can no longer change are read once and kept in this process; a request reads only the buckets
+ * settled since, the open ones and the pending count (endpoint-stats-cache.ts).
  */
 export async function endpointStats(
   deps: OperationsDeps,
@@ -385,14 +385,15 @@ export async function sendTestEvent(
   },
 ) {
   const data = input.data ?? { message: 'A test event from Hookrail.', endpoint_id: id };
-  checkDataDepth(data);
+  const dataText = (input.data !== undefined ? input.dataText : null) ?? JSON.stringify(data);
+  checkDataDepth(dataText);
   const now = deps.clock.now();
   const event = {
     id: newId('event', now, deps.random.bytes(10)),
     tenantId,
     type: input.type ?? TEST_EVENT_TYPE,
     resourceId: null,
-    data: (input.data !== undefined ? input.dataText : null) ?? JSON.stringify(data),
+    data: dataText,
     idempotencyKey: null,
     requestHash: null,
     createdAt: now,

@@ -37,7 +37,7 @@ export const STATS_CACHE_ENTRIES = 1_000;
  * default otherwise). On PostgreSQL the delivery processes are others, whose setting may differ: a longer lease
  * than this matters in one case only — a delivery cancelled while its attempt was in flight, whose worker then
  * died, is stamped again at the lease's expiry — and then one bucket's backlog is off by that delivery until the
- * next settled period.
+ * window is read again.
  */
 type SeriesReader = Pick<OperationsStore, 'endpointSeries'>;
 

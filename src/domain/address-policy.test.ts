@@ -364,6 +364,16 @@ describe('denied networks (HOOKRAIL_DENY_NETWORKS)', () => {
     expect(checkAddress('127.0.0.5', allow, parseAllowNetworks(['127.0.0.5/32'])).blocked).toBe(true);
     expect(checkAddress('127.0.0.6', allow, parseAllowNetworks(['127.0.0.5/32'])).blocked).toBe(false);
   });
+  it('takes an IPv4-mapped entry to deny its IPv4 network as well', () => {
+    const policy = networkPolicy([], ['::ffff:8.8.8.8/128', '::ffff:9.9.0.0/112', '2001:4860::/32']);
+    expect(checkAddress('8.8.8.8', policy.allow, policy.deny)).toEqual({
+      blocked: true,
+      reason: 'denied network (::ffff:8.8.8.8/128)',
+    });
+    expect(checkAddress('9.9.200.1', policy.allow, policy.deny).blocked).toBe(true);
+    expect(checkAddress('9.10.0.1', policy.allow, policy.deny).blocked).toBe(false);
+    expect(policy.deny).toHaveLength(5);
+  });
   it('names its list when an entry is invalid', () => {
     expect(() => networkPolicy(['127.0.0.0/8'], ['10.0.0.0/33'])).toThrow(/^denied networks: /);
     expect(networkPolicy(['127.0.0.0/8'], ['10.1.2.3']).deny.map((n) => n.text)).toEqual(['10.1.2.3']);

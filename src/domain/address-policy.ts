@@ -42,14 +42,26 @@ export interface NetworkPolicy {
   readonly deny: readonly Network[];
 }
 
-/** Both lists parsed; an invalid entry in either throws InvalidNetworkError naming its list. */
-export const networkPolicy = (
-  allow: readonly string[] = [],
-  deny: readonly string[] = [],
-): NetworkPolicy => ({
-  allow: parseAllowNetworks(allow),
-  deny: parseAllowNetworks(deny, 'denied networks'),
-});
+/**
+ * Both lists parsed; an invalid entry in either throws InvalidNetworkError naming its list. A denied network written
+ * in IPv4-mapped form (`::ffff:203.0.113.7/128`, as logs may show an address) also denies that IPv4 network: a
+ * mapped address is refused anyway, so the entry can only have meant the IPv4 one.
+ */
+export const networkPolicy = (allow: readonly string[] = [], deny: readonly string[] = []): NetworkPolicy => {
+  const denied = parseAllowNetworks(deny, 'denied networks');
+  return {
+    allow: parseAllowNetworks(allow),
+    deny: [...denied, ...denied.flatMap((n) => mappedIPv4Network(n) ?? [])],
+  };
+};
+
+/** The IPv4 network an IPv4-mapped IPv6 network (::ffff:0:0/96 and longer) stands for; null for any other. */
+function mappedIPv4Network(n: Network): Network | null {
+  if (n.family !== 6 || n.prefix < 96) return null;
+  for (let i = 0; i < 10; i++) if (n.bytes[i] !== 0) return null;
+  if (n.bytes[10] !== 0xff || n.bytes[11] !== 0xff) return null;
+  return { family: 4, bytes: n.bytes.slice(12), prefix: n.prefix - 96, text: n.text };
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Parsing

@@ -42,13 +42,13 @@
  * - Rows stamped after `now` by another process's clock are counted in the last bucket.
  *
  * Reading in two parts (app/endpoint-stats-cache.ts): the sums of the buckets that ended at least seriesSettleMs
- * ago (seriesSettledUntil) no longer change — every write that can still land in them has landed — so they are read
- * once per settled period and kept; each request reads the rest (from that boundary on, with no upper bound) and
+ * ago (seriesSettledUntil) no longer change — every write that can still land in them has landed — so each is read
+ * once and kept (until it leaves the window, or the entry is a day old); each request reads the rest (from that boundary on, with no upper bound) and
  * `pendingNow` in one statement (one snapshot), and joinSeriesSums puts the two together. Both reads go through the
  * same statement, bounded on the settled side, so the answer is the one a single read of the whole range gives,
  * except where a write lands later than seriesSettleMs allows: an attempt recorded after a store outage longer
  * than that, a retention pass deleting rows of a settled bucket. Either is missing (or still counted) until the
- * next settled period, at most one bucket later, reads the window again.
+ * bucket leaves the window or the window is read again, at most a day later.
  */
 
 import { ATTEMPT_TIMEOUT_MS } from './retry-schedule.ts';

@@ -16,46 +16,51 @@ export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 export const MAX_JSON_DEPTH = 32;
 export const MAX_EVENT_BODY_BYTES = 256 * 1024;
 
-/** Refuses event data nested deeper than MAX_JSON_DEPTH (400 `validation_failed`, field `data`). */
-export function checkDataDepth(data: unknown): void {
-  if (jsonDepth(data) > MAX_JSON_DEPTH) {
+/**
+ * Refuses event data nested deeper than MAX_JSON_DEPTH (400 `validation_failed`, field `data`). Measured on the
+ * text that is stored and delivered, not on the parsed value: with a duplicated key JSON.parse keeps only the last
+ * value, while the text keeps every one, and a consumer parses all of it.
+ */
+export function checkDataDepth(dataText: string): void {
+  if (jsonDepth(dataText) > MAX_JSON_DEPTH) {
     throw new ApiError('validation_failed', `data is nested deeper than ${MAX_JSON_DEPTH} levels.`, {
       field: 'data',
     });
   }
 }
 
-/**
- * Depth of nested objects/arrays, counted up to MAX_JSON_DEPTH + 1: a deeper value answers as soon as that is
- * reached, so the recursion is bounded and a hostile document cannot exhaust the stack. Allocates nothing (it runs
- * on every event at intake).
- */
-export function jsonDepth(value: unknown): number {
-  return depthBelow(value, 0);
-}
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
 
-function depthBelow(value: unknown, above: number): number {
-  if (value === null || typeof value !== 'object') return above;
-  const depth = above + 1;
-  if (depth > MAX_JSON_DEPTH) return depth;
-  let max = depth;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const d = depthBelow(value[i], depth);
-      if (d > max) {
-        if (d > MAX_JSON_DEPTH) return d;
-        max = d;
+/**
+ * Nesting depth of objects and arrays in JSON text (JSON.parse has accepted it), counted up to MAX_JSON_DEPTH + 1:
+ * a deeper text answers as soon as that is reached. One pass over character codes, brackets inside strings
+ * skipped, no recursion and no allocation (it runs on every event at intake).
+ */
+export function jsonDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      // To the closing quote; an escape's next character is never it.
+      for (i++; i < n; i++) {
+        const s = text.charCodeAt(i);
+        if (s === BACKSLASH) i++;
+        else if (s === QUOTE) break;
       }
-    }
-  } else {
-    // Parsed JSON: plain objects with own properties only.
-    const record = value as Record<string, unknown>;
-    for (const key in record) {
-      const d = depthBelow(record[key], depth);
-      if (d > max) {
-        if (d > MAX_JSON_DEPTH) return d;
-        max = d;
+    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+      if (++depth > max) {
+        max = depth;
+        if (max > MAX_JSON_DEPTH) return max;
       }
+    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      depth--;
     }
   }
   return max;

@@ -111,6 +111,15 @@ describe('prom-metrics attempts', () => {
       platformMs: 0,
       consumerMs: null,
     });
+    // Hookrail could not make it (platform_error): nothing was sent either, whatever time it took.
+    m.metrics.attemptRecorded({
+      outcome: 'retryable',
+      errorClass: 'platform_error',
+      deadLettered: false,
+      queueMs: 0,
+      platformMs: 15_000,
+      consumerMs: null,
+    });
     const body = await m.body();
     expect(body).toMatch(/^hookrail_attempts_total\{outcome="delivered",error_class="none"\} 2$/m);
     expect(body).toMatch(/^hookrail_attempts_total\{outcome="retryable",error_class="circuit_open"\} 1$/m);
@@ -119,11 +128,11 @@ describe('prom-metrics attempts', () => {
     expect(body).toMatch(/^hookrail_deliveries_total\{outcome="dead_lettered"\} 1$/m);
     const series = (part: string, what: string) =>
       Number(body.match(new RegExp(`^hookrail_attempt_duration_ms_${what}\\{${part}\\} (\\S+)$`, 'm'))?.[1]);
-    expect(series('part="queue"', 'count')).toBe(3);
+    expect(series('part="queue"', 'count')).toBe(4);
     expect(series('part="queue"', 'sum')).toBe(623);
-    expect(series('le="5",part="queue"', 'bucket')).toBe(1);
-    expect(series('le="25",part="queue"', 'bucket')).toBe(2);
-    expect(series('le="1000",part="queue"', 'bucket')).toBe(3);
+    expect(series('le="5",part="queue"', 'bucket')).toBe(2);
+    expect(series('le="25",part="queue"', 'bucket')).toBe(3);
+    expect(series('le="1000",part="queue"', 'bucket')).toBe(4);
     expect(series('part="platform"', 'count')).toBe(2);
     expect(series('part="platform"', 'sum')).toBe(9);
     expect(series('part="consumer"', 'count')).toBe(1);

@@ -5,6 +5,7 @@
  * LANE_STATS_TTL_MS.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { judgesEndpoint } from '../../domain/outcome.ts';
 import type { Metrics } from '../../ports/metrics.ts';
 
 const MS_BUCKETS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 15000];
@@ -63,7 +64,9 @@ function registerAttemptMetrics(registry: Registry): AttemptRecorded {
       deadLettered.inc();
     }
     queueSplit.observe(a.queueMs);
-    if (a.errorClass !== 'circuit_open') {
+    // Only attempts that were sent: a circuit_open or platform_error record has no wire time (its platform time
+    // would be the whole attempt).
+    if (judgesEndpoint(a.errorClass)) {
       platformSplit.observe(a.platformMs);
       if (a.consumerMs !== null) consumerSplit.observe(a.consumerMs);
     }

@@ -8,6 +8,7 @@ import { parseTraceparent } from '../../domain/trace-context.ts';
 import type { EventRecord } from '../../ports/store.ts';
 import type { ApiDeps } from '../build-api.ts';
 import {
+  DOCUMENTED_HEADERS,
   Event,
   EventAccepted,
   EventCreate,
@@ -50,21 +51,24 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
             'invalid one is ignored.',
           tags: ['events'],
           // Documented here; checked by the use case (a bad key answers validation_failed naming the header, a bad
-          // traceparent is ignored).
-          headers: Type.Object({
-            'idempotency-key': Type.Optional(
-              Type.String({
-                description:
-                  '1-255 printable ASCII characters, unique per tenant for 24 h. A retry with the same key and the ' +
-                  'same request answers the original 202 with `idempotent-replayed: true`.',
-              }),
-            ),
-            traceparent: Type.Optional(
-              Type.String({
-                description: 'W3C Trace Context: the delivery attempts become spans of this trace.',
-              }),
-            ),
-          }),
+          // traceparent is ignored), so no validator runs for them (DOCUMENTED_HEADERS).
+          headers: Type.Object(
+            {
+              'idempotency-key': Type.Optional(
+                Type.String({
+                  description:
+                    '1-255 printable ASCII characters, unique per tenant for 24 h. A retry with the same key and the ' +
+                    'same request answers the original 202 with `idempotent-replayed: true`.',
+                }),
+              ),
+              traceparent: Type.Optional(
+                Type.String({
+                  description: 'W3C Trace Context: the delivery attempts become spans of this trace.',
+                }),
+              ),
+            },
+            { [DOCUMENTED_HEADERS]: true },
+          ),
           body: EventCreate,
           response: {
             202: EventAccepted,
@@ -84,7 +88,6 @@ export const eventRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
         const { event, replayed } = await acceptEvent(acceptDeps, {
           tenantId: req.body.tenant_id,
           type: req.body.type,
-          data: req.body.data,
           dataText,
           resourceId: req.body.resource_id ?? null,
           idempotencyKey: header ?? null,
