@@ -2,7 +2,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../test/support/fake-clock.ts';
 import { seededRandom } from '../../test/support/seeded-random.ts';
 import { createTestStore, type TestStore } from '../../test/support/test-hookrail.ts';
+import { waitFor } from '../../test/support/wait.ts';
 import { createLocalKeyService } from '../adapters/crypto/envelope.ts';
+import { createEndpoint } from '../app/manage-endpoints.ts';
 import { createTenant } from '../app/manage-tenants.ts';
 import { newId } from '../domain/ids.ts';
 import { Maintenance } from './maintenance.ts';
@@ -103,5 +105,74 @@ describe('Maintenance: retention', () => {
     });
     expect((await maintenance.prune()).audit).toBe(1_000);
     expect((await maintenance.prune()).audit).toBe(200);
+  });
+});
+
+describe('Maintenance: the outbox', () => {
+  let ts: TestStore | undefined;
+  let maintenance: Maintenance | undefined;
+  afterEach(async () => {
+    await maintenance?.stop();
+    await ts?.destroy();
+  });
+
+  it('runs on a loop of its own: a slow mail server delays the mail, not the other passes', async () => {
+    ts = await createTestStore('sqlite');
+    const { store } = ts;
+    const clock = { now: () => Date.now() };
+    const random = seededRandom(12);
+    const base = { store, clock, random, keys: createLocalKeyService({ masterKey: Buffer.alloc(32, 7) }) };
+    const { tenant } = await createTenant(base, { name: 'a' });
+    await store.tenantSetNotificationEmail({
+      tenantId: tenant.id,
+      email: 'ops@example.com',
+      now: clock.now(),
+    });
+    // Three endpoints disabled: three `disabled` notices waiting in the outbox.
+    const by = { tenantId: tenant.id, principal: { kind: 'operator' as const } };
+    for (let i = 0; i < 3; i++) {
+      const { endpoint } = await createEndpoint(base, by, {
+        url: `https://h${i}.example.com/`,
+        eventTypes: ['*'],
+      });
+      await store.endpointSetStatus({
+        id: endpoint.id,
+        tenantId: tenant.id,
+        status: 'disabled',
+        reason: 'test',
+        now: clock.now(),
+      });
+    }
+    let leasePasses = 0;
+    const counted = new Proxy(store, {
+      get(target, key, receiver) {
+        if (key === 'deliveryExpireLeases') {
+          return (p: Parameters<typeof store.deliveryExpireLeases>[0]) => {
+            leasePasses++;
+            return target.deliveryExpireLeases(p);
+          };
+        }
+        const v = Reflect.get(target, key, receiver);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const mailed: string[] = [];
+    const mailer = {
+      // A mail server that takes a second per message.
+      send: async (m: { to: string; subject: string }) => {
+        await new Promise((r) => setTimeout(r, 1_000));
+        mailed.push(m.subject);
+      },
+      close: async () => undefined,
+    };
+    maintenance = new Maintenance({ store: counted, clock, random, intervalMs: 50, mailer, logger: null });
+    maintenance.start();
+    await new Promise((r) => setTimeout(r, 1_500));
+    // In 1.5 s: many passes returned expired leases while the first mails were still being sent, one at a time.
+    expect(leasePasses).toBeGreaterThan(5);
+    expect(mailed.length).toBeLessThan(3);
+    await waitFor(async () => mailed.length === 3, 10_000, 'all three mailed');
+    const sent = await store.notificationList({ tenantId: tenant.id, limit: 10, cursor: null });
+    expect(sent.data.map((n) => n.status)).toEqual(['sent', 'sent', 'sent']);
   });
 });

@@ -4,7 +4,8 @@
  * auto-disabling endpoints after 72 h of continuous failure (ADR-14), closing digest windows, mailing the
  * notification outbox (ADR-09), the lane control loop (ADR-03: promote, demote, re-hash; see domain/lanes.ts), and
  * deleting what has outlived its retention (domain/retention.ts).
- * A failing SMTP server only delays the outbox; nothing else waits for it.
+ * The outbox runs on a loop of its own: a slow or failing SMTP server (each exchange may take up to its timeouts,
+ * ~20 s) only delays the mail, never the returning of expired leases or anything else here.
  */
 import type { Logger } from 'pino';
 import { AUTO_DISABLE_AFTER_MS } from '../domain/endpoint-health.ts';
@@ -23,7 +24,11 @@ import type { Mailer } from '../ports/mailer.ts';
 import type { Metrics } from '../ports/metrics.ts';
 import type { Store } from '../ports/store.ts';
 
-/** A claimed notification is not claimed again for this long (the SMTP exchange must finish within it). */
+/**
+ * A claimed notification is not claimed again for this long. Notifications are claimed one at a time, so the one
+ * SMTP exchange made under a claim (at most ~20 s with the mailer's timeouts) ends well within it and no other
+ * process mails it twice.
+ */
 const MAIL_CLAIM_MS = 60_000;
 const MAIL_RETRY_BASE_MS = 30_000;
 const MAIL_RETRY_MAX_MS = 3_600_000;
@@ -54,6 +59,7 @@ export interface MaintenanceOptions {
 export class Maintenance {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
+  private mailing: Promise<unknown> | null = null;
   /** Where the retention pass's walk through old events stopped (domain/retention.ts PruneBatch). */
   private retentionAfter: string | null = null;
 
@@ -61,21 +67,36 @@ export class Maintenance {
 
   start(): void {
     this.timer ??= setInterval(() => {
-      this.running ??= this.runOnce().finally(() => {
+      this.running ??= this.pass().finally(() => {
         this.running = null;
       });
+      this.mailing ??= this.sendNotifications()
+        .catch((err) => this.opts.logger?.warn({ err, step: 'outbox' }, 'maintenance step failed'))
+        .finally(() => {
+          this.mailing = null;
+        });
     }, this.opts.intervalMs);
   }
 
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
-    await this.running;
+    await Promise.all([this.running, this.mailing]);
     await this.opts.mailer?.close();
   }
 
-  /** One full pass; tests call it directly with a fake clock. */
+  /** One full pass and the outbox after it; tests call it directly with a fake clock. */
   async runOnce(): Promise<void> {
+    await this.pass();
+    try {
+      await this.sendNotifications();
+    } catch (err) {
+      this.opts.logger?.warn({ err, step: 'outbox' }, 'maintenance step failed');
+    }
+  }
+
+  /** Everything but the outbox, which the timer runs on its own loop. */
+  private async pass(): Promise<void> {
     const { store, clock, random, logger } = this.opts;
     const now = clock.now();
     const ids = {
@@ -115,7 +136,6 @@ export class Maintenance {
       }
     });
     await step('retention', () => this.prune());
-    await step('outbox', () => this.sendNotifications());
   }
 
   /** Deletes what has outlived its retention, a batch at a time; returns the totals. */
@@ -148,7 +168,7 @@ export class Maintenance {
     let sent = 0;
     for (;;) {
       const now = clock.now();
-      const batch = await store.notificationClaim({ now, limit: 20, leaseMs: MAIL_CLAIM_MS });
+      const batch = await store.notificationClaim({ now, limit: 1, leaseMs: MAIL_CLAIM_MS });
       if (batch.length === 0) return sent;
       for (const n of batch) {
         if (!mailer || !n.emailTo) {
