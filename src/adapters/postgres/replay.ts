@@ -11,8 +11,9 @@ import { writeAudit } from './audit.ts';
 import { lockTenantGatesShared, type PostgresDeliveryStoreDeps } from './delivery-store.ts';
 
 /** The due time of the endpoint's latest pending replay (null: none): where the next replay's spacing starts. */
+/** The due time of the endpoint's last replay not yet attempted (sqlite/replay.ts says why attempted ones are not). */
 export const LATEST_PENDING_REPLAY = `SELECT max(next_attempt_at) AS at FROM deliveries
-  WHERE endpoint_id = $1 AND status = 'pending' AND replayed_from IS NOT NULL`;
+  WHERE endpoint_id = $1 AND status = 'pending' AND replayed_from IS NOT NULL AND attempts = 0`;
 
 /**
  * New pending deliveries copying `origIds` (same event, endpoint and webhook-id), due at `dues` (arrays, one entry

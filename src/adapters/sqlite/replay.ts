@@ -28,9 +28,14 @@ export const INSERT_REPLAY = `
          'pending', 0, ?, id, ?, ?
     FROM deliveries WHERE id = ?`;
 
+/**
+ * The due time of the endpoint's last replay not yet attempted: new replays queue behind those still draining. A
+ * replay that was attempted and waits out a retry's backoff (up to 6 h) is not queued behind: it holds no place in
+ * the pacing any more (the lease's rate budget still spaces what is sent).
+ */
 export const LATEST_PENDING_REPLAY = `
   SELECT max(next_attempt_at) AS at FROM deliveries
-   WHERE endpoint_id = ? AND status = 'pending' AND replayed_from IS NOT NULL`;
+   WHERE endpoint_id = ? AND status = 'pending' AND replayed_from IS NOT NULL AND attempts = 0`;
 
 type BulkInput = Parameters<OperationsStore['deliveryReplayBulk']>[0];
 

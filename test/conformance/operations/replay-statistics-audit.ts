@@ -280,6 +280,47 @@ export function replayStatisticsAuditConformance({ h, test }: OperationsSection)
       expect(await deliveriesOf(ep.id, 'pending')).toHaveLength(1_005);
     });
 
+    test('a replay waiting out a retry holds no place in the pacing of later replays', async () => {
+      const t = await newTenant();
+      await newEndpoint(t.id);
+      await publish(t.id, 2);
+      const first = await lease(NOW + SECOND);
+      await complete(first, NOW + 2 * SECOND);
+      const [a, b] = first.map((l) => l.delivery.id);
+      const r1 = (await h.store.deliveryReplay({
+        id: a!,
+        tenantId: t.id,
+        now: NOW + HOUR,
+        ratePerSecond: 10,
+        ids,
+      }))!;
+      // R1 is attempted, fails, and waits 5 h for its retry.
+      const [l1] = await lease(NOW + HOUR);
+      expect(l1!.delivery.id).toBe((r1 as DeliveryRecord).id);
+      await complete([l1!], NOW + HOUR + SECOND, {
+        failure: 'retryable',
+        next: { status: 'pending', nextAttemptAt: NOW + 6 * HOUR },
+      });
+      // A replay asked for now is due now, not behind R1's retry.
+      const r2 = (await h.store.deliveryReplay({
+        id: b!,
+        tenantId: t.id,
+        now: NOW + HOUR + 2 * SECOND,
+        ratePerSecond: 10,
+        ids,
+      })) as DeliveryRecord;
+      expect(r2.nextAttemptAt).toBe(NOW + HOUR + 2 * SECOND);
+      // A replay not yet attempted still paces the next one: 100 ms behind it.
+      const r3 = (await h.store.deliveryReplay({
+        id: a!,
+        tenantId: t.id,
+        now: NOW + HOUR + 2 * SECOND,
+        ratePerSecond: 10,
+        ids,
+      })) as DeliveryRecord;
+      expect(r3.nextAttemptAt).toBe(NOW + HOUR + 2 * SECOND + 100);
+    });
+
     test('deliveryReplay to a disabled endpoint waits until it is enabled', async () => {
       const t = await newTenant();
       const ep = await newEndpoint(t.id);
