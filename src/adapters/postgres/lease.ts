@@ -48,7 +48,8 @@ export function laneCondition(lanes: LaneBinding | undefined): string {
  * and may commit out of order, so without this the later event's delivery could become an
  * ordered endpoint's head, and be sent, before the earlier one's exists. Probed through the primary key from its
  * low end: rows below a fanned-out event's sequence number are only those of passes still in flight, so it reads a
- * handful. (SQLite needs no such check: one fan-out loop, serial transactions, sequence numbers in commit order.)
+ * handful. (SQLite's fan-out is one loop of serial transactions, so only a test event's delivery, made at once, can
+ * be ahead of unfanned events there; sqlite/lease.ts checks the events past its cursor for that.)
  */
 const EARLIER_UNFANNED = (seq: string, tenant: string) =>
   `SELECT 1 FROM fanout_pending f WHERE f.event_seq < ${seq} AND f.tenant_id = ${tenant}`;

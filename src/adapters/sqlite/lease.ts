@@ -100,7 +100,8 @@ export function dueRows(
       (r) =>
         r[LEASE_OWNER] === null &&
         (r[NEXT_ATTEMPT_AT] as number) <= now &&
-        (r[REPLAYED_FROM] === null ? firstRoom : replayRoom) > 0,
+        (r[REPLAYED_FROM] === null ? firstRoom : replayRoom) > 0 &&
+        r[r.length - 1] === 0,
     );
   }
   const byResource = c.ordering === 'resource' ? 1 : 0;
@@ -128,8 +129,19 @@ export function dueRows(
 // By the event's rowid (`seq`; replays copy it with the event id): one B-tree lookup instead of two through the id.
 const eventColumns = (withEvent: boolean) => (withEvent ? ', ev.data, ev.created_at, ev.trace_parent' : '');
 const eventJoin = (withEvent: boolean) => (withEvent ? 'JOIN events ev ON ev.seq = d.event_seq' : '');
+/**
+ * The head, and (last column) whether an earlier event of the tenant still awaits fan-out. Fan-out is one loop of
+ * serial transactions, so a fanned-out event's delivery never has an unfanned event before it — but a test event's
+ * delivery is made at once (test-event.ts), with a sequence number beyond the fan-out cursor, and must not be sent
+ * ahead of events accepted before it. Reads only the events past the cursor, by rowid; none once fan-out has caught
+ * up with the head.
+ */
 const headSql = (withEvent: boolean) =>
-  `SELECT ${DUE_COLUMNS}${eventColumns(withEvent)} FROM deliveries d ${eventJoin(withEvent)}
+  `SELECT ${DUE_COLUMNS}${eventColumns(withEvent)},
+          EXISTS (SELECT 1 FROM events e
+                   WHERE e.seq > (SELECT seq FROM fanout_cursor WHERE id = 1) AND e.seq < d.event_seq
+                     AND e.tenant_id = d.tenant_id AND e.endpoint_id IS NULL) AS behind_unfanned
+     FROM deliveries d ${eventJoin(withEvent)}
    WHERE d.endpoint_id = ? AND d.status = 'pending' ORDER BY d.event_seq LIMIT 1`;
 // First deliveries through deliveries_ready; replays through deliveries_replays_ready (named: the planner has no
 // statistics to tell that it holds only the few replays, and walking deliveries_ready would read the backlog).

@@ -28,6 +28,29 @@ export function fanoutConformance({ h, test }: DeliverySection): void {
       expect((await deliveriesOf(ep.id, 'cancelled')).map((x) => x.eventType)).toEqual(['order.created']);
     });
 
+    test("a test event's delivery waits behind an ordered endpoint's events still awaiting fan-out", async () => {
+      const t = await newTenant();
+      const ep = await newEndpoint(t.id, { ordering: 'endpoint' });
+      const at = NOW + SECOND;
+      // An event accepted, not fanned out yet.
+      const earlier = eventRecord(t.id, 'order.created', at);
+      await h.store.eventInsertBatch({ events: [earlier], now: at, idempotencyWindowMs: WINDOW });
+      const test = (await h.store.endpointTestEvent({
+        endpointId: ep.id,
+        tenantId: t.id,
+        event: eventRecord(t.id, 'hookrail.test', at + 1),
+        now: at + 1,
+        ids,
+      })) as DeliveryRecord;
+      expect(await lease({ now: at + 2 })).toEqual([]);
+      // Fanned out: the earlier event's delivery is the head, then the test event's.
+      await h.store.fanoutRun({ now: at + 3, limit: 1_000, ids });
+      const first = await lease({ now: at + 4 });
+      expect(first.map((l) => l.delivery.eventId)).toEqual([earlier.id]);
+      await h.complete(first[0]!, { status: 'delivered' }, at + 5);
+      expect((await lease({ now: at + 6 })).map((l) => l.delivery.id)).toEqual([test.id]);
+    });
+
     test('endpointTestEvent: one delivery, to that endpoint alone, which fan-out never adds to', async () => {
       const t = await newTenant();
       const other = await newTenant(NOW + 1);
