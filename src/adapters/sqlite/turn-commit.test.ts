@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { fdatasync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -118,6 +118,24 @@ describe.each([
     await expect(read).resolves.toEqual({ n: 0 }); // no sync was tried: the missing WAL would have rejected it
     const write = turn.submit(() => insert('a'));
     await expect(write).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it.runIf(offLoop)('a turn that changed no row waits for an earlier turn’s sync still running', async () => {
+    // The WAL's sync takes 150 ms here: long enough for the next turn to run while it is in flight.
+    const slow = (fd: number, done: (err: NodeJS.ErrnoException | null) => void) => {
+      setTimeout(() => fdatasync(fd, done), 150);
+    };
+    const turn = createTurnCommit(db, { walFile: `${file}-wal`, fdatasync: slow });
+    const order: string[] = [];
+    const write = turn.submit(() => insert('a')).then(() => order.push('write'));
+    await new Promise<void>((resolve) => setImmediate(resolve)); // the write's turn committed; its sync is running
+    // A retry that finds what the write committed (an idempotency key, say) writes nothing, and must not be
+    // answered before that write is durable.
+    const read = turn
+      .submit(() => db.prepare('SELECT count(*) AS n FROM t').get())
+      .then((r) => order.push(`read ${JSON.stringify(r)}`));
+    await Promise.all([write, read]);
+    expect(order).toEqual(['write', 'read {"n":1}']);
   });
 
   it('leaves synchronous = FULL for every other transaction of the connection', async () => {

@@ -55,6 +55,8 @@ export interface TurnCommitOptions {
    * without blocking the event loop (once; see onTurnEnd).
    */
   lock?: WriteLock;
+  /** How the WAL is synced off the loop; node:fs fdatasync (tests slow it down to look between commit and sync). */
+  fdatasync?: (fd: number, done: (err: NodeJS.ErrnoException | null) => void) => void;
 }
 
 export interface TurnCommit {
@@ -71,6 +73,7 @@ export function createTurnCommit(db: Database.Database, opts: TurnCommitOptions 
   let queue: Job[] = [];
   let scheduled = false;
   const { walFile } = opts;
+  const syncWal = opts.fdatasync ?? fdatasync;
 
   const runAll = db.transaction((jobs: Job[]) => jobs.map((job) => job.run()));
   // Rows changed by this connection so far: a turn that changed none wrote no WAL frame and needs no sync (a lease
@@ -120,7 +123,7 @@ export function createTurnCommit(db: Database.Database, opts: TurnCommitOptions 
     }
     syncing = true;
     inSync = waiting;
-    fdatasync(walFd, (err) => {
+    syncWal(walFd, (err) => {
       syncing = false;
       // Unless flush() settled them meanwhile.
       if (inSync === waiting) settleAll(waiting, err ?? undefined);
@@ -151,10 +154,14 @@ export function createTurnCommit(db: Database.Database, opts: TurnCommitOptions 
       else for (const job of jobs) commit([job], settles);
       return;
     }
+    // A turn that wrote nothing needs no sync of its own — unless an earlier turn's commit is not synced yet: what
+    // this one read may be that commit (a retried request finding its idempotency key), and answering before the
+    // sync would acknowledge, twice, what a power loss could still take. Then it waits for the next sync.
+    const durable = !wrote && !syncing && unsynced.length === 0;
     for (let i = 0; i < jobs.length; i++) {
       const job = jobs[i] as Job;
       const value = results[i];
-      if (!wrote) job.resolve(value);
+      if (durable) job.resolve(value);
       else settles.push((syncError) => (syncError ? job.reject(syncError) : job.resolve(value)));
     }
   };
