@@ -25,6 +25,14 @@ import {
   toSecret,
 } from './rows.ts';
 
+/**
+ * The tx option of the transactions that rewrite a whole backlog in one statement (this file's delete and
+ * unsubscribe, endpointEnable, laneRebalance, tenantDelete): their statements get BULK_DEADLINE_MS (postgres-store.ts,
+ * which says why) instead of the short answer deadline. TxRunner (migrate.ts) declares `probesOnly` alone, hence
+ * the `probesOnly: false` that makes this value one it accepts; postgres-store.ts's tx reads `bulkDeadline` too.
+ */
+export const BULK_DEADLINE_TX = { probesOnly: false, bulkDeadline: true } as const;
+
 /** The delivery (`alias`) is not a test event's (one addressed to its endpoint alone, events.endpoint_id). */
 const NOT_A_TEST_EVENT = (alias: string) =>
   `NOT EXISTS (SELECT 1 FROM events e WHERE e.seq = ${alias}.event_seq AND e.endpoint_id IS NOT NULL)`;
@@ -151,6 +159,8 @@ export function createEndpointsStore({
     },
 
     async endpointUpdate({ id, tenantId, patch, now, audit }) {
+      // An unsubscribe reads and cancels the endpoint's whole pending backlog.
+      const deadline = patch.eventTypes ? BULK_DEADLINE_TX : undefined;
       return tx(async (c) => {
         await lockTenantGate(c, tenantId);
         const cur = await c.query<EndpointRow>(
@@ -202,7 +212,7 @@ export function createEndpointsStore({
           }
         }
         return writeAudit(c, audit, next);
-      });
+      }, deadline);
     },
 
     async endpointDelete({ id, tenantId, now, audit }) {
@@ -223,7 +233,7 @@ export function createEndpointsStore({
         );
         await writeAudit(c, audit, undefined);
         return true;
-      });
+      }, BULK_DEADLINE_TX);
     },
 
     async endpointSetStatus({ id, tenantId, status, reason, now, ids, audit }) {

@@ -15,6 +15,7 @@
  */
 import { decideLane, laneSchemeTag } from '../../domain/lanes.ts';
 import type { LaneMove, OperationsStore } from '../../ports/operations-store.ts';
+import { BULK_DEADLINE_TX } from './endpoints-store.ts';
 import { cmp, type Db, LOCK_QUEUE_ROWS, type PostgresDeliveryStoreDeps } from './query-helpers.ts';
 
 /**
@@ -66,6 +67,8 @@ export function createPostgresLanes({
   return {
     async laneRebalance({ now, sharedLanes, thresholds }) {
       const tag = laneSchemeTag(sharedLanes);
+      // The bulk deadline: the candidates' backlog counts read up to promoteBacklog rows per endpoint, which during
+      // a wide outage (hundreds of endpoints failing at once) is millions of rows in one statement.
       return tx(async (c) => {
         const lock = await c.query<{ ok: boolean }>(
           `SELECT pg_try_advisory_xact_lock(hashtextextended('hookrail.lanes:' || current_schema(), 0)) AS ok`,
@@ -144,7 +147,7 @@ export function createPostgresLanes({
         );
         const applied = new Set(done.rows.map((r) => r.endpoint_id));
         return changes.flatMap((x) => (x.move && applied.has(x.endpointId) ? [x.move] : []));
-      });
+      }, BULK_DEADLINE_TX);
     },
 
     async endpointLane({ endpointId }) {

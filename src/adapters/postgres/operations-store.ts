@@ -54,6 +54,7 @@ import {
   where,
 } from './delivery-store.ts';
 import { createPostgresEndpointSeries } from './endpoint-series.ts';
+import { BULK_DEADLINE_TX } from './endpoints-store.ts';
 import { createPostgresLanes } from './lanes.ts';
 import { createPostgresNotifications } from './notifications-store.ts';
 import { createPostgresQueueRebuild } from './queue-rebuild.ts';
@@ -216,7 +217,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
           requeued: due.length + replayIds.length,
           skipped: skip.length,
         });
-      });
+      }, BULK_DEADLINE_TX);
     },
 
     async endpointAutoDisable({ now, afterMs, ids }) {

@@ -9,7 +9,7 @@
  * opens new connections on demand, so the store recovers by itself once the database is back.
  */
 
-import type { PoolClient, QueryResultRow } from 'pg';
+import type { PoolClient, QueryConfig, QueryResultRow } from 'pg';
 import pg from 'pg';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import {
@@ -25,6 +25,7 @@ import {
 } from '../../ports/store.ts';
 import { API_KEY_COLUMNS, createPostgresTenantKeys, insertApiKey } from './api-keys.ts';
 import { createPostgresDeliveryStore, lockTenantGate } from './delivery-store.ts';
+import { BULK_DEADLINE_TX } from './endpoints-store.ts';
 import { EVENT_COLUMNS, type EventRow, insertEventBatch, toEvent } from './event-batch.ts';
 import { assertSchemaName, runMigrations, type TxClient } from './migrate.ts';
 import { createPostgresOperationsStore } from './operations-store.ts';
@@ -35,12 +36,39 @@ import { toPage } from './rows.ts';
 
 const BEGIN_PROBES_ONLY = `BEGIN; ${PROBES_ONLY}`;
 
+/**
+ * The answer deadline of the transactions that rewrite a whole backlog in one statement — re-enabling an endpoint,
+ * deleting it, unsubscribing it from event types, deleting a tenant, and the lane rebalance pass (its backlog counts
+ * over every candidate endpoint); they ask for it with the tx option `bulkDeadline` (BULK_DEADLINE_TX). Their time
+ * grows with the backlog: 300,000 pending deliveries took 4.5–6 s, so under the short deadline they failed every
+ * time on exactly the endpoints and tenants that need them most. Two minutes covers millions of rows. The price: a
+ * partition or a dead server during one of them is noticed only when this runs out (the connection is then
+ * discarded as for any other statement). Every other statement keeps the short deadline.
+ */
+export const BULK_DEADLINE_MS = 120_000;
+/** Sent with BEGIN, so that a statement_timeout the operator set for the role or the URL cannot cut them short. */
+const BEGIN_BULK = `BEGIN; SET LOCAL statement_timeout = ${BULK_DEADLINE_MS}`;
+
+/**
+ * The client as preparing() sees it (it calls query alone), with every statement given `ms` as its answer deadline:
+ * pg reads `query_timeout` from the query's config before the pool's (pg/lib/client.js), though @types/pg's
+ * QueryConfig does not declare it.
+ */
+function withDeadline(client: PoolClient, ms: number): PoolClient {
+  const query = (q: string | QueryConfig, values?: unknown[]) => {
+    const config: QueryConfig & { query_timeout: number } =
+      typeof q === 'string' ? { text: q, values, query_timeout: ms } : { ...q, query_timeout: ms };
+    return client.query(config);
+  };
+  return { query } as unknown as PoolClient;
+}
+
 export interface PostgresStoreOptions {
   connectionString: string;
   /** Schema for every table (created by migrate()); default: the connection's default search_path. */
   schema?: string;
   poolSize?: number;
-  /** Per-statement answer deadline (default 3 s). */
+  /** Per-statement answer deadline (default 3 s); the backlog-wide transactions have BULK_DEADLINE_MS instead. */
   queryTimeoutMs?: number;
   /** pino-like; only `warn` is used, for errors of idle connections that no caller is waiting on. */
   logger?: unknown;
@@ -150,7 +178,8 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
     // Fail fast while the database is down: callers get StoreUnavailableError (503) in ~2 s, not a hung request.
     connectionTimeoutMillis: 2_000,
     // A statement that gets no answer within this time fails as "unavailable" (503 for intake) instead of waiting
-    // out a network partition; every statement Hookrail runs takes milliseconds.
+    // out a network partition; every statement Hookrail runs takes milliseconds, except those of the backlog-wide
+    // transactions, which get BULK_DEADLINE_MS per statement instead.
     query_timeout: opts.queryTimeoutMs ?? 3_000,
     idleTimeoutMillis: 30_000,
     // Detect half-open connections (database host gone without a FIN) instead of waiting for the kernel default.
@@ -206,8 +235,12 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
   /**
    * Runs fn inside BEGIN/COMMIT on one client. On failure it rolls back; a client whose connection broke (or
    * whose rollback failed) is destroyed, never returned to the pool half-way through a transaction.
+   * `bulkDeadline`: every statement of the transaction, COMMIT included, has BULK_DEADLINE_MS to answer.
    */
-  async function tx<T>(fn: (client: TxClient) => Promise<T>, o?: { probesOnly?: boolean }): Promise<T> {
+  async function tx<T>(
+    fn: (client: TxClient) => Promise<T>,
+    o?: { probesOnly?: boolean; bulkDeadline?: boolean },
+  ): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       let client: PoolClient;
       try {
@@ -223,10 +256,11 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
       };
       client.on('error', onError);
       let destroy = false;
+      const c = o?.bulkDeadline ? withDeadline(client, BULK_DEADLINE_MS) : client;
       try {
-        await client.query(o?.probesOnly ? BEGIN_PROBES_ONLY : 'BEGIN');
-        const result = await fn(preparing(client));
-        await client.query('COMMIT');
+        await c.query(o?.bulkDeadline ? BEGIN_BULK : o?.probesOnly ? BEGIN_PROBES_ONLY : 'BEGIN');
+        const result = await fn(preparing(c));
+        await c.query('COMMIT');
         return result;
       } catch (err) {
         if (broken !== null || isUnavailableError(err)) destroy = true;
@@ -366,7 +400,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
           [id, now],
         );
         return true;
-      });
+      }, BULK_DEADLINE_TX);
     },
 
     async apiKeyCreate({ key }) {
