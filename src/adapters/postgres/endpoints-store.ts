@@ -28,10 +28,9 @@ import {
 /**
  * The tx option of the transactions that rewrite a whole backlog in one statement (this file's delete and
  * unsubscribe, endpointEnable, laneRebalance, tenantDelete): their statements get BULK_DEADLINE_MS (postgres-store.ts,
- * which says why) instead of the short answer deadline. TxRunner (migrate.ts) declares `probesOnly` alone, hence
- * the `probesOnly: false` that makes this value one it accepts; postgres-store.ts's tx reads `bulkDeadline` too.
+ * which says why) instead of the short answer deadline.
  */
-export const BULK_DEADLINE_TX = { probesOnly: false, bulkDeadline: true } as const;
+export const BULK_DEADLINE_TX = { bulkDeadline: true } as const;
 
 /** The delivery (`alias`) is not a test event's (one addressed to its endpoint alone, events.endpoint_id). */
 const NOT_A_TEST_EVENT = (alias: string) =>

@@ -19,7 +19,10 @@ export interface TxClient {
   query<R extends QueryResultRow = any>(text: string, values?: unknown[]): Promise<QueryResult<R>>;
 }
 /** `probesOnly`: the transaction runs with PROBES_ONLY (query-helpers.ts), sent with its BEGIN. */
-export type TxRunner = <T>(fn: (client: TxClient) => Promise<T>, o?: { probesOnly?: boolean }) => Promise<T>;
+export type TxRunner = <T>(
+  fn: (client: TxClient) => Promise<T>,
+  o?: { probesOnly?: boolean; bulkDeadline?: boolean },
+) => Promise<T>;
 
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 const FILE_RE = /^(\d{4})_([a-z0-9_]+)\.sql$/;
