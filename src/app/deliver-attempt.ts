@@ -26,6 +26,10 @@ export interface AttemptDeps {
 }
 
 /**
+ * The completion names the lease it was made under (owner and `leaseUntil`), so the store applies it only while
+ * that lease still holds: a completion written after the lease expired and the delivery was leased again, even by
+ * this same process, is late and leaves the new lease's delivery and in-flight slot alone.
+ *
  * `leasedAt` is the `now` of the leasing transaction: the attempt starts there (the circuit's probe claim and the
  * unsubscribe guarantee are decided at that instant), and anything between it and the request reaching the wire
  * counts as platform time.
@@ -39,7 +43,7 @@ export async function deliverAttempt(
   const { delivery, endpoint, event } = leased;
   const startedAt = leasedAt;
   if (leased.mode === 'circuit_open')
-    return { ...skippedAttempt(deps.random, leased, startedAt), leaseOwner };
+    return { ...skippedAttempt(deps.random, leased, startedAt), leaseOwner, leaseUntil: leased.leaseUntil };
   const secrets = await deps.secretsFor(endpoint.tenantId, endpoint.id);
 
   let result: SendResult;
@@ -60,7 +64,7 @@ export async function deliverAttempt(
     );
   }
   const { next, attempt } = attemptCompletion(deps.random, leased, startedAt, deps.clock.now(), result);
-  return { next, attempt, leaseOwner, probe: leased.mode === 'probe' };
+  return { next, attempt, leaseOwner, leaseUntil: leased.leaseUntil, probe: leased.mode === 'probe' };
 }
 
 /** The message of every attempt that failed on Hookrail's side: the cause goes to the log, never to the tenant. */
@@ -84,7 +88,7 @@ export function platformFailedAttempt(
   const finishedAt = Math.max(leasedAt, deps.clock.now());
   const result = platformError(PLATFORM_ERROR_MESSAGE, leasedAt, finishedAt);
   const { next, attempt } = attemptCompletion(deps.random, leased, leasedAt, finishedAt, result);
-  return { next, attempt, leaseOwner, probe: leased.mode === 'probe' };
+  return { next, attempt, leaseOwner, leaseUntil: leased.leaseUntil, probe: leased.mode === 'probe' };
 }
 
 function platformError(message: string, startedAt: number, finishedAt: number): SendResult {

@@ -120,6 +120,14 @@ export interface AttemptRecord {
 export interface AttemptCompletion {
   attempt: AttemptRecord;
   leaseOwner: string;
+  /**
+   * The `leaseUntil` of the lease the attempt was made under (LeasedDelivery.leaseUntil). With the owner it names
+   * that one lease: the owner is per process, so after a lease expired and the same process leased the delivery
+   * again, the owner alone would match the new lease too. A completion whose lease no longer holds is a late one
+   * (the attempt is recorded; the delivery and its in-flight slot are left to the current lease). Absent: matched
+   * by the owner alone — the worker always sets it; only hand-made completions (tests, benchmarks) leave it out.
+   */
+  leaseUntil?: number;
   /** The attempt was sent as the circuit's probe. */
   probe?: boolean;
   next:
@@ -135,7 +143,7 @@ export interface SkippedDelivery {
 }
 
 /** A circuit-open skip: an attempt completion recorded in the transaction that found it due, without a lease. */
-export type SkipCompletion = Omit<AttemptCompletion, 'leaseOwner' | 'probe'>;
+export type SkipCompletion = Omit<AttemptCompletion, 'leaseOwner' | 'leaseUntil' | 'probe'>;
 
 /** A completion as the store adapters write it: `leaseOwner` is null for a skip, which was never leased. */
 export type RecordedCompletion = Omit<AttemptCompletion, 'leaseOwner'> & { leaseOwner: string | null };

@@ -296,7 +296,8 @@ export class DeliveryWorker {
           return;
         } catch (err) {
           // The attempt happened; its record must not be dropped. Retry until the store is back (the lease may
-          // expire meanwhile, then the delivery is sent again — a duplicate with the same webhook-id).
+          // expire meanwhile, then the delivery is sent again — a duplicate with the same webhook-id — and this
+          // record, fenced to its own lease by leaseUntil, is written as a late one that leaves the new lease be).
           this.opts.logger?.warn({ err, tries }, 'recording attempts failed; retrying');
           await new Promise((r) => setTimeout(r, Math.min(5000, 100 * 2 ** tries)));
         }

@@ -10,6 +10,7 @@ import { completionConformance } from './delivery/completion.ts';
 import { endpointsSecretsConformance } from './delivery/endpoints-secrets.ts';
 import { fanoutConformance } from './delivery/fanout.ts';
 import { createDeliveryHarness } from './delivery/harness.ts';
+import { leaseFencingConformance } from './delivery/lease-fencing.ts';
 import { leasingConformance } from './delivery/leasing.ts';
 import { readsCancellationConformance } from './delivery/reads-cancellation.ts';
 import { replayBudgetConformance } from './delivery/replay-budget.ts';
@@ -36,6 +37,7 @@ export function runDeliveryConformance(opts: StoreConformanceOptions): void {
     fanoutConformance({ h, test });
     leasingConformance({ h, test });
     completionConformance({ h, test });
+    leaseFencingConformance({ h, test });
     readsCancellationConformance({ h, test });
     replayBudgetConformance({ h, test });
     replayPacingConformance({ h, test });

@@ -242,10 +242,18 @@ export async function complete(
       for (const x of sorted) {
         const r = rows.get(x.attempt.deliveryId);
         let wrote = false;
+        // Fenced to the lease the attempt was made under: owner and lease_until together (the owner is per process,
+        // and a re-lease after expiry by the same process differs only in lease_until), compared on the row already
+        // read by its key. A skip (owner null, never leased) matches an unleased row; without leaseUntil, the owner
+        // alone.
+        const ours =
+          r !== undefined &&
+          r.lease_owner === x.leaseOwner &&
+          (x.leaseUntil === undefined || r.lease_until === x.leaseUntil);
         // Unknown, or filed under an endpoint whose queue row this transaction does not hold: not ours to write.
         if (!r || !locked.has(r.endpoint_id) || r.endpoint_id !== x.attempt.endpointId) {
           // (nothing to write)
-        } else if (r.lease_owner === x.leaseOwner && r.status === 'pending') {
+        } else if (ours && r.status === 'pending') {
           r.status = x.next.status;
           r.status_reason = x.next.status === 'dead' ? x.next.reason : null;
           r.next_attempt_at = x.next.status === 'pending' ? x.next.nextAttemptAt : null;
@@ -259,7 +267,7 @@ export async function complete(
           // A skip held no in-flight slot.
           if (x.leaseOwner !== null) released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
           if (completionMovesDueTime(x.next.status, x.leaseOwner !== null)) touched.add(r.endpoint_id);
-        } else if (x.leaseOwner !== null && r.lease_owner === x.leaseOwner && r.status === 'cancelled') {
+        } else if (x.leaseOwner !== null && ours && r.status === 'cancelled') {
           // Cancelled (unsubscribed, endpoint or tenant deleted) while this attempt was in flight: no retry, but
           // the attempt is counted on the record, one that arrived makes it delivered, and the slot is free now
           // rather than when the lease would have expired.
@@ -275,8 +283,9 @@ export async function complete(
           changed.add(r);
           released.set(r.endpoint_id, (released.get(r.endpoint_id) ?? 0) + 1);
         } else if (x.next.status === 'delivered') {
-          // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
-          // was still running; it did arrive, so record that — a second send may still happen (at-least-once).
+          // The lease expired and the delivery went back to the queue (or to a later lease, of this process or
+          // another) while this attempt was still running; it did arrive, so record that — a second send may still
+          // happen (at-least-once).
           if (r.status === 'pending' && r.lease_owner === null) {
             r.status = 'delivered';
             r.status_reason = null;

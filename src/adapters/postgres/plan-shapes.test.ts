@@ -226,6 +226,16 @@ describe('key-probe transactions (PROBES_ONLY)', () => {
     expect(plan).toMatch(/Index Scan using deliveries_pkey on deliveries/);
   });
 
+  // The lease fence (owner and lease_until) is compared on the projection rows the read already fetched by key: a
+  // completion under another lease sends the same statements, and their plans are the ones checked above.
+  it("completion's lease fence adds no statement and changes no text", async () => {
+    const texts = async (leaseUntil: number) =>
+      (await sentBy((tx) => complete(tx, [completionOf(1, leaseUntil)], 0, undefined), rowsFor)).sent.map(
+        (s) => s.text,
+      );
+    expect(await texts(120_000)).toEqual(await texts(60_000));
+  });
+
   it('the writes keyed by delivery id probe deliveries by key on a young table without statistics', async () => {
     // A few times the batch, never analysed: where per-call plans (without PROBES_ONLY) took a scan for cheaper.
     await client.query(
@@ -274,9 +284,10 @@ describe('key-probe transactions (PROBES_ONLY)', () => {
   });
 });
 
-function completionOf(n = 1): Parameters<typeof complete>[1][number] {
+function completionOf(n = 1, leaseUntil = 60_000): Parameters<typeof complete>[1][number] {
   return {
     leaseOwner: 'w1',
+    leaseUntil,
     next: { status: 'delivered' },
     attempt: {
       id: `att_${n}`,

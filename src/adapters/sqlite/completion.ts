@@ -85,11 +85,15 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
       // saw it fail (the WAL sync after the commit failed). Recorded once, applied once.
       if (appended === 0) continue;
       const next = c.next;
+      // Fenced to the lease the attempt was made under: owner and lease_until together (the owner is per process,
+      // and a re-lease after expiry by the same process differs only in lease_until). A skip (owner null, never
+      // leased) matches an unleased row; a completion without leaseUntil, the owner alone.
+      const until = c.leaseUntil ?? null;
       const res = st(
         `UPDATE deliveries SET status = ?, status_reason = ?, next_attempt_at = ?, attempts = attempts + 1,
            first_attempt_at = coalesce(first_attempt_at, ?), last_attempt_at = ?, lease_owner = NULL,
            lease_until = NULL, updated_at = ?
-         WHERE id = ? AND lease_owner IS ? AND status = 'pending'`,
+         WHERE id = ? AND lease_owner IS ? AND (? IS NULL OR lease_until = ?) AND status = 'pending'`,
       ).run(
         next.status,
         next.status === 'dead' ? next.reason : null,
@@ -99,6 +103,8 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
         now,
         a.deliveryId,
         c.leaseOwner,
+        until,
+        until,
       );
       // Circuit, streak and health learn from every attempt that happened; a notice only for a dead letter
       // this completion actually wrote.
@@ -169,7 +175,7 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
              status_reason = CASE WHEN ? THEN NULL ELSE status_reason END, attempts = attempts + 1,
              first_attempt_at = coalesce(first_attempt_at, ?), last_attempt_at = ?, lease_owner = NULL,
              lease_until = NULL, updated_at = ?
-           WHERE id = ? AND lease_owner = ? AND status = 'cancelled'`,
+           WHERE id = ? AND lease_owner = ? AND (? IS NULL OR lease_until = ?) AND status = 'cancelled'`,
         ).run(
           next.status === 'delivered' ? 1 : 0,
           next.status === 'delivered' ? 1 : 0,
@@ -178,6 +184,8 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
           now,
           a.deliveryId,
           c.leaseOwner,
+          until,
+          until,
         ).changes > 0
       ) {
         // Cancelled (unsubscribed, endpoint or tenant deleted) while this attempt was in flight: no retry, but the
@@ -185,8 +193,9 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
         // than when the lease would have expired.
         released.set(a.endpointId, (released.get(a.endpointId) ?? 0) + 1);
       } else if (next.status === 'delivered') {
-        // The lease expired and the delivery went back to the queue (or to another worker) while this attempt
-        // was still running; it did arrive, so record that — a second send may still happen (at-least-once).
+        // The lease expired and the delivery went back to the queue (or to a later lease, of this process or another)
+        // while this attempt was still running; it did arrive, so record that — a second send may still happen
+        // (at-least-once).
         st(
           `UPDATE deliveries SET status = 'delivered', status_reason = NULL, next_attempt_at = NULL, updated_at = ?
            WHERE id = ? AND status = 'pending' AND lease_owner IS NULL`,

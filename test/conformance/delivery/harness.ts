@@ -124,9 +124,9 @@ export function createDeliveryHarness() {
     o: { owner?: string; attempt?: Partial<AttemptRecord> } = {},
   ) => {
     const attempt = attemptFor(l, at, o.attempt);
-    return h.store
-      .deliveryComplete({ completions: [{ attempt, leaseOwner: o.owner ?? 'w1', next }], now: at + 200 })
-      .then(() => attempt);
+    // Under the lease `l` was given, as the worker completes it.
+    const completion = { attempt, leaseOwner: o.owner ?? 'w1', leaseUntil: l.leaseUntil, next };
+    return h.store.deliveryComplete({ completions: [completion], now: at + 200 }).then(() => attempt);
   };
 
   const deliveriesOf = async (endpointId: string, status: DeliveryRecord['status'] | null = null) =>
