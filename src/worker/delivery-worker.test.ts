@@ -279,7 +279,10 @@ describe.each(STORE_KINDS)('DeliveryWorker on %s: attempts Hookrail cannot make'
     return { store, clock, wake, endpoint, deliveries, recorded, runtime, logged, sends: () => sends };
   };
 
-  it('recorded as platform_error on the retry schedule, dead-lettered at 12, the endpoint not judged', async () => {
+  // Twelve rounds of a real worker loop against a real store: well under a second alone, slower on a busy machine.
+  it('recorded as platform_error on the retry schedule, dead-lettered at 12, the endpoint not judged', {
+    timeout: 90_000,
+  }, async () => {
     const { store, clock, wake, endpoint, deliveries, recorded, runtime, logged, sends } = await setup(2);
     let ds = await recorded(1);
     const head = ds.find((d) => d.attempts === 1)!;
