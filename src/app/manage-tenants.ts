@@ -22,6 +22,22 @@ export interface ManageDeps {
 
 export const totpAad = (tenantId: string) => `tenant:${tenantId}/totp`;
 
+/** A new tenant key: the key itself (shown once) and the record that keeps only its hash. */
+function newTenantKey(deps: ManageDeps, tenantId: string, now: number) {
+  const generated = generateApiKey('tenant', deps.random);
+  const record: ApiKeyRecord = {
+    id: newId('apiKey', now, deps.random.bytes(10)),
+    kind: 'tenant',
+    tenantId,
+    name: null,
+    hash: generated.hash,
+    prefix: generated.prefix,
+    createdAt: now,
+    revokedAt: null,
+  };
+  return { generated, record };
+}
+
 export async function createTenant(deps: ManageDeps, input: { name: string }) {
   const now = deps.clock.now();
   const tenantId = newId('tenant', now, deps.random.bytes(10));
@@ -33,17 +49,7 @@ export async function createTenant(deps: ManageDeps, input: { name: string }) {
     createdAt: now,
     deletedAt: null,
   };
-  const generated = generateApiKey('tenant', deps.random);
-  const tenantKey: ApiKeyRecord = {
-    id: newId('apiKey', now, deps.random.bytes(10)),
-    kind: 'tenant',
-    tenantId,
-    name: null,
-    hash: generated.hash,
-    prefix: generated.prefix,
-    createdAt: now,
-    revokedAt: null,
-  };
+  const { generated, record: tenantKey } = newTenantKey(deps, tenantId, now);
   await deps.store.tenantCreate({ tenant, tenantKey });
   return {
     tenant,
@@ -78,17 +84,7 @@ export async function createProducerKey(deps: ManageDeps, input: { name: string 
  */
 export async function replaceTenantKey(deps: ManageDeps, by: Principal, tenantId: string) {
   const now = deps.clock.now();
-  const generated = generateApiKey('tenant', deps.random);
-  const key: ApiKeyRecord = {
-    id: newId('apiKey', now, deps.random.bytes(10)),
-    kind: 'tenant',
-    tenantId,
-    name: null,
-    hash: generated.hash,
-    prefix: generated.prefix,
-    createdAt: now,
-    revokedAt: null,
-  };
+  const { generated, record: key } = newTenantKey(deps, tenantId, now);
   const replaced = await deps.store.tenantKeyReplace({
     tenantId,
     key,

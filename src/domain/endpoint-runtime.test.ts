@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { CIRCUIT_FAILURE_THRESHOLD, decideAttempt } from './circuit-breaker.ts';
 import {
   applyAttempt,
+  attemptNotices,
   type EndpointRuntime,
   initialRuntime,
   type RecordedAttempt,
@@ -76,5 +77,36 @@ describe('applyAttempt: failures that are not the endpoint', () => {
       healthReasons: ['recent_dead_letter'],
     });
     expect(runtime.circuit).toEqual(initialRuntime().circuit);
+  });
+});
+
+describe('attemptNotices', () => {
+  it('a dead letter of a streak, then the success that ends it: the failure notice, then one recovered', () => {
+    let rt = initialRuntime();
+    const notices: string[] = [];
+    const record = (a: RecordedAttempt, lastRecoveredAt: number | null) => {
+      const applied = apply(rt, a);
+      const out = attemptNotices(rt, applied, lastRecoveredAt);
+      rt = applied.runtime;
+      notices.push(...out.notices.map((n) => n.kind));
+      return out.recovered;
+    };
+    // Enough failures to open the circuit (health `failing`), the last one a dead letter.
+    for (let i = 0; i < CIRCUIT_FAILURE_THRESHOLD; i++) {
+      const last = i === CIRCUIT_FAILURE_THRESHOLD - 1;
+      record(attempt(T0 + i * S, last ? { deadLetter: 'dead_letter' } : {}), null);
+    }
+    expect(rt.health).toBe('failing');
+    expect(notices).toEqual(['dead_letter']);
+    // The probe's success closes the circuit: out of `failing`, told once.
+    expect(record(attempt(T0 + 600 * S, { outcome: 'delivered', errorClass: null, probe: true }), null)).toBe(
+      true,
+    );
+    expect(notices).toEqual(['dead_letter', 'recovered']);
+    // Another success: nothing more.
+    expect(record(attempt(T0 + 601 * S, { outcome: 'delivered', errorClass: null }), T0 + 600 * S)).toBe(
+      false,
+    );
+    expect(notices).toEqual(['dead_letter', 'recovered']);
   });
 });

@@ -15,7 +15,12 @@ import {
   isCircuitState,
   onOutcome,
 } from './circuit-breaker.ts';
-import { NOTICE_WINDOW_MS, type NoticeCause, noticeDecision } from './dead-letter-notice.ts';
+import {
+  NOTICE_WINDOW_MS,
+  type NoticeCause,
+  noticeDecision,
+  recoveredNoticeDue,
+} from './dead-letter-notice.ts';
 import { assessHealth, type HealthReason, type HealthState } from './endpoint-health.ts';
 import { judgesEndpoint } from './outcome.ts';
 
@@ -147,6 +152,36 @@ export function reassess(rt: EndpointRuntime, now: number, disabled: boolean): E
     },
   });
   return { ...rt, health: assessment.state, healthReasons: assessment.reasons };
+}
+
+/** A notice one recorded attempt sends: a failure notice (applyAttempt's) or `recovered`. */
+export interface AttemptNotice {
+  kind: NoticeCause | 'recovered';
+  /** Failures from earlier that a failure notice also reports (a digest riding along); 0 for `recovered`. */
+  count: number;
+}
+
+/**
+ * What one recorded attempt lists and mails: applyAttempt's failure notices, then `recovered` when the attempt took
+ * the endpoint out of `failing` after a failure notice of that streak, and none since the last `recovered`
+ * (dead-letter-notice.ts recoveredNoticeDue). `recovered` says the store must keep this attempt's time as the last
+ * recovered notice's.
+ */
+export function attemptNotices(
+  before: EndpointRuntime,
+  applied: { runtime: EndpointRuntime; notices: Notice[] },
+  lastRecoveryNoticeAt: number | null,
+): { notices: AttemptNotice[]; recovered: boolean } {
+  const notices: AttemptNotice[] = applied.notices.map((n) => ({ kind: n.cause, count: n.digested }));
+  const recovered = recoveredNoticeDue({
+    previousHealth: before.health,
+    nextHealth: applied.runtime.health,
+    streakStartedAt: before.failingSince,
+    windows: applied.runtime.notices,
+    lastRecoveryNoticeAt,
+  });
+  if (recovered) notices.push({ kind: 'recovered', count: 0 });
+  return { notices, recovered };
 }
 
 /** The runtime fields stored in their own columns so maintenance can find endpoints by them. */

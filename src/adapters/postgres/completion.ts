@@ -3,9 +3,13 @@
  * plane. Both rely on the queue-row invariant described at `lease` (lease.ts); locking: see delivery-store.ts.
  */
 import { randomBytes } from 'node:crypto';
-import { type NoticeCause, recoveredNoticeDue } from '../../domain/dead-letter-notice.ts';
 import { completionMovesDueTime } from '../../domain/due-time.ts';
-import { applyAttempt, type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
+import {
+  applyAttempt,
+  attemptNotices,
+  type EndpointRuntime,
+  parseRuntime,
+} from '../../domain/endpoint-runtime.ts';
 import { newId } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
 import type {
@@ -317,21 +321,12 @@ export async function complete(
           ep.disabled,
         );
         ep.rt = applied.runtime;
-        const kinds: { kind: NoticeCause | 'recovered'; count: number }[] = applied.notices.map((n) => ({
-          kind: n.cause,
-          count: n.digested,
-        }));
-        // Out of `failing` after a failure notice of this streak: told once that it works again.
-        if (
-          recoveredNoticeDue({
-            previousHealth: before.health,
-            nextHealth: applied.runtime.health,
-            streakStartedAt: before.failingSince,
-            windows: applied.runtime.notices,
-            lastRecoveryNoticeAt: recoveredAt.get(at.endpointId) ?? null,
-          })
-        ) {
-          kinds.push({ kind: 'recovered', count: 0 });
+        const { notices: kinds, recovered } = attemptNotices(
+          before,
+          applied,
+          recoveredAt.get(at.endpointId) ?? null,
+        );
+        if (recovered) {
           recoveredAt.set(at.endpointId, at.finishedAt);
           recoveredNow.add(at.endpointId);
         }

@@ -1,8 +1,12 @@
 /** Completion of attempts (deliveryComplete) and expiry of leases (deliveryExpireLeases) in SQLite. */
 import { randomBytes } from 'node:crypto';
-import { type NoticeCause, recoveredNoticeDue } from '../../domain/dead-letter-notice.ts';
 import { completionMovesDueTime } from '../../domain/due-time.ts';
-import { applyAttempt, type EndpointRuntime, parseRuntime } from '../../domain/endpoint-runtime.ts';
+import {
+  applyAttempt,
+  attemptNotices,
+  type EndpointRuntime,
+  parseRuntime,
+} from '../../domain/endpoint-runtime.ts';
 import { newId } from '../../domain/ids.ts';
 import { noticeText } from '../../domain/notice-text.ts';
 import type { RecordedCompletion } from '../../ports/delivery-store.ts';
@@ -127,21 +131,8 @@ export function createCompletion(st: St, refreshDue: RefreshDue) {
         entry.disabled,
       );
       entry.rt = applied.runtime;
-      const kinds: { kind: NoticeCause | 'recovered'; count: number }[] = applied.notices.map((n) => ({
-        kind: n.cause,
-        count: n.digested,
-      }));
-      // Out of `failing` after a failure notice of this streak: told once that it works again.
-      if (
-        recoveredNoticeDue({
-          previousHealth: before.health,
-          nextHealth: applied.runtime.health,
-          streakStartedAt: before.failingSince,
-          windows: applied.runtime.notices,
-          lastRecoveryNoticeAt: entry.recoveredAt,
-        })
-      ) {
-        kinds.push({ kind: 'recovered', count: 0 });
+      const { notices: kinds, recovered } = attemptNotices(before, applied, entry.recoveredAt);
+      if (recovered) {
         entry.recoveredAt = a.finishedAt;
         entry.recoveredNow = true;
       }
