@@ -277,8 +277,10 @@ export async function buildApi(deps: ApiDeps): Promise<FastifyInstance> {
     }
     // By the matched route, not the raw URL: the router decodes percent-encoding (`/%761/tenants` is /v1/tenants)
     // and accepts absolute-form targets. A URL that matched no route is judged by its raw form (a 404 after auth).
-    if (!(req.routeOptions.url ?? req.url).startsWith('/v1/')) return;
-    if (req.routeOptions.config && (req.routeOptions.config as { public?: boolean }).public) return;
+    // Read once: each read of routeOptions builds a new object (Fastify), and this runs on every request.
+    const route = req.routeOptions;
+    if (!(route.url ?? req.url).startsWith('/v1/')) return;
+    if (route.config && (route.config as { public?: boolean }).public) return;
     req.principal = await deps.auth.authenticate(req.headers.authorization);
   });
 
