@@ -146,21 +146,17 @@ export const ORDERING_NOTES: Record<Ordering, string> = {
     'without a resource_id are not ordered.',
 };
 
-/**
- * The registration-time destination check, with the URL policy it applies (`httpsOnly`, HOOKRAIL_HTTPS_ONLY). The
- * URL's shape is checked here first under that same policy, so a URL-shape refusal answers 400 `invalid_url` and
- * whatever the checker still refuses is the destination itself (its addresses, or a name that does not resolve):
- * 422 `destination_not_allowed`.
- */
-export type EndpointDestinations = DestinationChecker;
-
 export interface EndpointDeps {
   store: Store;
   clock: Clock;
   random: Random;
   keys: KeyService;
-  /** The address guard's registration-time check; absent until the HTTP adapter provides it. */
-  destinations?: EndpointDestinations | undefined;
+  /**
+   * The address guard's registration-time check (absent: no destination check), with the URL policy it applies (`httpsOnly`, HOOKRAIL_HTTPS_ONLY). The
+   * URL's shape is checked here first under that same policy, so a URL-shape refusal answers 400 `invalid_url` and
+   * whatever the checker still refuses is the destination itself: 422 `destination_not_allowed`.
+   */
+  destinations?: DestinationChecker | undefined;
   /** Shared lanes new endpoints are hashed onto (HOOKRAIL_SHARED_LANES; the store's default when absent). */
   sharedLanes?: number | undefined;
 }
@@ -210,7 +206,7 @@ export function canonicalEndpointUrl(
   throw new ApiError('invalid_url', `URL refused: ${shape.message}.`, { reason: shape.reason });
 }
 
-/** The URL policy of the destination check, which the shape check applies too (EndpointDestinations). */
+/** The URL policy of the destination check, which the shape check applies too (EndpointDeps.destinations). */
 const urlPolicy = (deps: EndpointDeps) => ({ httpsOnly: deps.destinations?.httpsOnly ?? false });
 
 /**

@@ -1,8 +1,8 @@
 /**
  * The address guard's decisions (PRODUCT.md §7, ADR-11/12; operator view in docs/security.md), pure and
  * dependency-free so that the domain imports nothing but itself (scripts/check-boundaries.ts). The HTTP adapter
- * calls `isBlockedAddress` on every address it is about to dial; `checkUrlShape` is the URL policy applied at
- * registration, on every delivery and on every redirect hop.
+ * calls `checkAddress` (with the operator's allowed and denied networks) on every address it is about to dial;
+ * `checkUrlShape` is the URL policy applied at registration, on every delivery and on every redirect hop.
  *
  * Policy: "public internet only". IPv4: everything except the IANA special-purpose blocks, multicast, class E and
  * a few provider-internal addresses. IPv6: only 2000::/3 (global unicast) minus the special blocks inside it — so

@@ -161,6 +161,11 @@ export interface AttemptNotice {
   count: number;
 }
 
+const NO_NOTICES: { notices: AttemptNotice[]; recovered: boolean } = Object.freeze({
+  notices: Object.freeze([]) as unknown as AttemptNotice[],
+  recovered: false,
+});
+
 /**
  * What one recorded attempt lists and mails: applyAttempt's failure notices, then `recovered` when the attempt took
  * the endpoint out of `failing` after a failure notice of that streak, and none since the last `recovered`
@@ -172,6 +177,8 @@ export function attemptNotices(
   applied: { runtime: EndpointRuntime; notices: Notice[] },
   lastRecoveryNoticeAt: number | null,
 ): { notices: AttemptNotice[]; recovered: boolean } {
+  // The common case, once per recorded attempt: no failure notice, and not leaving `failing`.
+  if (applied.notices.length === 0 && before.health !== 'failing') return NO_NOTICES;
   const notices: AttemptNotice[] = applied.notices.map((n) => ({ kind: n.cause, count: n.digested }));
   const recovered = recoveredNoticeDue({
     previousHealth: before.health,

@@ -59,7 +59,7 @@ export interface MaintenanceOptions {
 export class Maintenance {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
-  private mailing: Promise<unknown> | null = null;
+  private mailing: Promise<void> | null = null;
   /** Where the retention pass's walk through old events stopped (domain/retention.ts PruneBatch). */
   private retentionAfter: string | null = null;
 
@@ -70,11 +70,9 @@ export class Maintenance {
       this.running ??= this.pass().finally(() => {
         this.running = null;
       });
-      this.mailing ??= this.sendNotifications()
-        .catch((err) => this.opts.logger?.warn({ err, step: 'outbox' }, 'maintenance step failed'))
-        .finally(() => {
-          this.mailing = null;
-        });
+      this.mailing ??= this.mailOutbox().finally(() => {
+        this.mailing = null;
+      });
     }, this.opts.intervalMs);
   }
 
@@ -88,6 +86,11 @@ export class Maintenance {
   /** One full pass and the outbox after it; tests call it directly with a fake clock. */
   async runOnce(): Promise<void> {
     await this.pass();
+    await this.mailOutbox();
+  }
+
+  /** The outbox, its failure logged like a pass's step. */
+  private async mailOutbox(): Promise<void> {
     try {
       await this.sendNotifications();
     } catch (err) {

@@ -34,7 +34,7 @@ export interface GuardedDestinationCheckerOptions {
 export class GuardedDestinationChecker implements DestinationChecker {
   /**
    * The URL policy `check` applies (HOOKRAIL_HTTPS_ONLY), for the caller to check a URL's shape under it first and
-   * tell a URL-shape refusal (400) from a destination refusal (app/manage-endpoints.ts, EndpointDestinations).
+   * tell a URL-shape refusal (400) from a destination refusal (app/manage-endpoints.ts, EndpointDeps.destinations).
    */
   readonly httpsOnly: boolean;
   readonly #networks: NetworkPolicy;

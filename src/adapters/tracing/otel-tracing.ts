@@ -43,6 +43,7 @@ import {
   ATTR_SERVICE_VERSION,
   ATTR_URL_FULL,
 } from '@opentelemetry/semantic-conventions';
+import { judgesEndpoint } from '../../domain/outcome.ts';
 import { traceParentParts } from '../../domain/trace-context.ts';
 import type { AttemptCompletion, LeasedDelivery } from '../../ports/delivery-store.ts';
 import type { TracedError, Tracing } from '../../ports/tracing.ts';
@@ -118,9 +119,9 @@ class OtelTracing implements Tracing {
     if (a.errorClass !== null) attributes['hookrail.attempt.error_class'] = a.errorClass;
     if (a.consumerMs !== null) attributes['hookrail.attempt.consumer_ms'] = a.consumerMs;
     if (completion.probe) attributes['hookrail.attempt.probe'] = true;
-    // A `circuit_open` or `platform_error` attempt sent nothing: an internal span without the HTTP client
-    // attributes.
-    const sent = a.errorClass !== 'circuit_open' && a.errorClass !== 'platform_error';
+    // An attempt that judges nothing of the endpoint (`circuit_open`, `platform_error`) sent nothing: an internal
+    // span without the HTTP client attributes.
+    const sent = judgesEndpoint(a.errorClass);
     if (sent) addHttpClientAttributes(attributes, a.url, a.attemptNo, a.statusCode, a.outcome, a.errorClass);
     const span = this.tracer.startSpan(
       SPAN_ATTEMPT,
