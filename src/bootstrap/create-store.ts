@@ -8,13 +8,15 @@ import type { Store } from '../ports/store.ts';
 
 /**
  * SQLite in the data directory unless DATABASE_URL selects PostgreSQL. A second SQLite store of the same process
- * (the pipeline thread's) shares the first one's write lock and leaves checkpoints to its thread.
+ * (the pipeline thread's) shares the first one's write lock and leaves checkpoints to its thread. `logger`: where
+ * PostgreSQL's errors of idle connections, which no caller waits on, are reported.
  */
 export function createStore(
   config: Pick<Config, 'databaseUrl' | 'dataDir'>,
   sqlite: { writeLock?: WriteLock; second?: boolean } = {},
+  logger?: unknown,
 ): Store {
-  if (config.databaseUrl) return createPostgresStore({ connectionString: config.databaseUrl });
+  if (config.databaseUrl) return createPostgresStore({ connectionString: config.databaseUrl, logger });
   mkdirSync(config.dataDir, { recursive: true });
   return createSqliteStore({
     filename: join(config.dataDir, 'hookrail.db'),

@@ -83,7 +83,7 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
     pipelineRoles.length > 0 &&
     pipelineRoles.length < config.roles.length; // else the API thread would have nothing to do
   const writeLock = threaded ? createWriteLock() : undefined;
-  const store = opts.store ?? createStore(config, writeLock ? { writeLock } : {});
+  const store = opts.store ?? createStore(config, writeLock ? { writeLock } : {}, logger || undefined);
   await store.migrate();
   const keys = createLocalKeyService({
     masterKey: loadOrCreateMasterKey({ env: config.masterKey ?? undefined, dataDir: config.dataDir }),

@@ -3,7 +3,8 @@
  * unsubscribe, endpoint delete, tenant delete, lane rebalance) have BULK_DEADLINE_MS per statement, every other
  * statement the short deadline (queryTimeoutMs). Shown with a store whose short deadline is a few milliseconds: the
  * backlog-wide operations outlast it, and one of them waits out a lock held longer than it, while ordinary
- * statements stuck behind the same lock fail as store unavailable.
+ * statements stuck behind the same lock fail as store unavailable. Migrations have a deadline of a day
+ * (MIGRATION_TX): they wait out another process's migration and build what they build.
  */
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +16,7 @@ import { DEFAULT_LANE_THRESHOLDS, DEFAULT_SHARED_LANES } from '../../domain/lane
 import type { EndpointRecord } from '../../ports/delivery-store.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import type { Store } from '../../ports/store.ts';
+import { loadMigrations } from './migrate.ts';
 import { createPostgresStore } from './postgres-store.ts';
 import { lockTenantGate } from './query-helpers.ts';
 
@@ -224,6 +226,37 @@ describe('deadlines', () => {
       await holder.query('ROLLBACK');
     } finally {
       await holder.end();
+    }
+  });
+});
+
+describe('migrations', () => {
+  it("wait out another process's migration of the schema and run, however long, under no short deadline", async () => {
+    const schema = freshSchemaName('migr');
+    const holder = new pg.Client({ connectionString: postgresUrl() });
+    await holder.connect();
+    const lockKey = `hookrail.migrate:${schema}`;
+    try {
+      // Another process migrating the same schema holds the lock (migrate.ts's prologue) for much longer than
+      // the short deadline, as building an index on a large table does.
+      await holder.query('SELECT pg_advisory_lock(hashtext($1))', [lockKey]);
+      const s = createPostgresStore({ connectionString: postgresUrl(), schema, queryTimeoutMs: SHORT_MS });
+      stores.push(s);
+      let outcome: 'pending' | 'done' | unknown = 'pending';
+      const migrating = s.migrate().then(
+        () => (outcome = 'done'),
+        (err: unknown) => (outcome = err),
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      expect(outcome).toBe('pending');
+      await holder.query('SELECT pg_advisory_unlock(hashtext($1))', [lockKey]);
+      await migrating;
+      expect(outcome).toBe('done');
+      const applied = await holder.query(`SELECT count(*)::int AS n FROM "${schema}".schema_migrations`);
+      expect(applied.rows[0].n).toBe((await loadMigrations()).length);
+    } finally {
+      await holder.end();
+      await dropSchema(postgresUrl(), schema);
     }
   });
 });

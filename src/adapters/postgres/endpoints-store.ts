@@ -7,6 +7,7 @@ import { DEFAULT_SHARED_LANES, laneSchemeTag, sharedLane } from '../../domain/la
 import { noticeText } from '../../domain/notice-text.ts';
 import type { DeliveryStore, EndpointRecord, SecretRecord } from '../../ports/delivery-store.ts';
 import { writeAudit } from './audit.ts';
+import { BULK_DEADLINE_MS } from './deadlines.ts';
 import { insertNotificationsSql, type NewNotification, notificationValues } from './notification-outbox.ts';
 import {
   type Db,
@@ -27,10 +28,10 @@ import {
 
 /**
  * The tx option of the transactions that rewrite a whole backlog in one statement (this file's delete and
- * unsubscribe, endpointEnable, laneRebalance, tenantDelete): their statements get BULK_DEADLINE_MS (postgres-store.ts,
+ * unsubscribe, endpointEnable, laneRebalance, tenantDelete): their statements get BULK_DEADLINE_MS (deadlines.ts,
  * which says why) instead of the short answer deadline.
  */
-export const BULK_DEADLINE_TX = { bulkDeadline: true } as const;
+export const BULK_DEADLINE_TX = { deadlineMs: BULK_DEADLINE_MS } as const;
 
 /** The delivery (`alias`) is not a test event's (one addressed to its endpoint alone, events.endpoint_id). */
 const NOT_A_TEST_EVENT = (alias: string) =>

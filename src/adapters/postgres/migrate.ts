@@ -18,11 +18,23 @@ export interface TxClient {
   // biome-ignore lint/suspicious/noExplicitAny: the row type is the caller's, as with pg's own query
   query<R extends QueryResultRow = any>(text: string, values?: unknown[]): Promise<QueryResult<R>>;
 }
-/** `probesOnly`: the transaction runs with PROBES_ONLY (query-helpers.ts), sent with its BEGIN. */
+/**
+ * `probesOnly`: the transaction runs with PROBES_ONLY (query-helpers.ts), sent with its BEGIN. `deadlineMs`: every
+ * statement of the transaction, COMMIT included, has this long to answer instead of the store's short deadline
+ * (BULK_DEADLINE_TX, MIGRATION_TX).
+ */
 export type TxRunner = <T>(
   fn: (client: TxClient) => Promise<T>,
-  o?: { probesOnly?: boolean; bulkDeadline?: boolean },
+  o?: { probesOnly?: boolean; deadlineMs?: number },
 ) => Promise<T>;
+
+/**
+ * A migration's statements have a day to answer, and so does the wait for another process's migration (the advisory
+ * lock): building an index on a table of millions of rows takes minutes, and under the short deadline every start
+ * gave up on it and rolled it back, so the upgrade never landed. A day rather than none, because pg has no "none"
+ * once the pool sets a deadline, and a dead server is still noticed eventually.
+ */
+export const MIGRATION_TX = { deadlineMs: 24 * 60 * 60 * 1000 } as const;
 
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 const FILE_RE = /^(\d{4})_([a-z0-9_]+)\.sql$/;
@@ -77,7 +89,7 @@ export async function runMigrations(tx: TxRunner, schema: string | null): Promis
     await prologue(client, schema);
     const res = await client.query<{ version: number }>('SELECT version FROM schema_migrations');
     return new Set(res.rows.map((r) => r.version));
-  });
+  }, MIGRATION_TX);
   for (const m of migrations) {
     if (applied.has(m.version)) continue;
     await tx(async (client) => {
@@ -91,6 +103,6 @@ export async function runMigrations(tx: TxRunner, schema: string | null): Promis
          VALUES ($1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)`,
         [m.version, m.name],
       );
-    });
+    }, MIGRATION_TX);
   }
 }

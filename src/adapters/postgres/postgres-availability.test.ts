@@ -70,6 +70,12 @@ describe('availability', () => {
     await expectUnavailable(s.eventInsertBatch(batch()));
     // The idle pooled connections died too; the pool reported it through the logger instead of crashing.
     await vi.waitFor(() => expect(logger.warn).toHaveBeenCalled());
+    // What it logs is the error's message and code: pg-pool hangs the client, with the connection's parameters
+    // (its password among them), on the error.
+    for (const [obj] of logger.warn.mock.calls) {
+      expect(Object.keys(obj.err)).toEqual(['message', 'code']);
+      expect(JSON.stringify(obj)).not.toContain(String(proxy.port));
+    }
 
     // "Database back" on the same address: the same store works again without being recreated.
     await proxy.start();

@@ -36,18 +36,8 @@ import { toPage } from './rows.ts';
 
 const BEGIN_PROBES_ONLY = `BEGIN; ${PROBES_ONLY}`;
 
-/**
- * The answer deadline of the transactions that rewrite a whole backlog in one statement — re-enabling an endpoint,
- * deleting it, unsubscribing it from event types, deleting a tenant, and the lane rebalance pass (its backlog counts
- * over every candidate endpoint); they ask for it with the tx option `bulkDeadline` (BULK_DEADLINE_TX). Their time
- * grows with the backlog: 300,000 pending deliveries took 4.5–6 s, so under the short deadline they failed every
- * time on exactly the endpoints and tenants that need them most. Two minutes covers millions of rows. The price: a
- * partition or a dead server during one of them is noticed only when this runs out (the connection is then
- * discarded as for any other statement). Every other statement keeps the short deadline.
- */
-export const BULK_DEADLINE_MS = 120_000;
 /** Sent with BEGIN, so that a statement_timeout the operator set for the role or the URL cannot cut them short. */
-const BEGIN_BULK = `BEGIN; SET LOCAL statement_timeout = ${BULK_DEADLINE_MS}`;
+const beginWithDeadline = (ms: number) => `BEGIN; SET LOCAL statement_timeout = ${Math.trunc(ms)}`;
 
 /**
  * The client as preparing() sees it (it calls query alone), with every statement given `ms` as its answer deadline:
@@ -68,7 +58,7 @@ export interface PostgresStoreOptions {
   /** Schema for every table (created by migrate()); default: the connection's default search_path. */
   schema?: string;
   poolSize?: number;
-  /** Per-statement answer deadline (default 3 s); the backlog-wide transactions have BULK_DEADLINE_MS instead. */
+  /** Per-statement answer deadline (default 3 s); the backlog-wide transactions have BULK_DEADLINE_MS, migrations MIGRATION_TX. */
   queryTimeoutMs?: number;
   /** pino-like; only `warn` is used, for errors of idle connections that no caller is waiting on. */
   logger?: unknown;
@@ -179,7 +169,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
     connectionTimeoutMillis: 2_000,
     // A statement that gets no answer within this time fails as "unavailable" (503 for intake) instead of waiting
     // out a network partition; every statement Hookrail runs takes milliseconds, except those of the backlog-wide
-    // transactions, which get BULK_DEADLINE_MS per statement instead.
+    // transactions, which get BULK_DEADLINE_MS per statement instead, and migrations (MIGRATION_TX).
     query_timeout: opts.queryTimeoutMs ?? 3_000,
     idleTimeoutMillis: 30_000,
     // Detect half-open connections (database host gone without a FIN) instead of waiting for the kernel default.
@@ -192,7 +182,14 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
   });
   // Idle clients get errors when the server restarts or an admin terminates them. pg-pool already drops such a
   // client; without a listener the 'error' event would be thrown and crash the process.
-  pool.on('error', (err) => warn(opts.logger, { err }, 'postgres idle client error; connection discarded'));
+  // The message and code only: pg-pool hangs the client on the error, and with it the connection's password.
+  pool.on('error', (err) =>
+    warn(
+      opts.logger,
+      { err: { message: err.message, code: (err as { code?: unknown }).code } },
+      'postgres idle client error; connection discarded',
+    ),
+  );
 
   let closed: Promise<void> | null = null;
 
@@ -235,11 +232,11 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
   /**
    * Runs fn inside BEGIN/COMMIT on one client. On failure it rolls back; a client whose connection broke (or
    * whose rollback failed) is destroyed, never returned to the pool half-way through a transaction.
-   * `bulkDeadline`: every statement of the transaction, COMMIT included, has BULK_DEADLINE_MS to answer.
+   * `deadlineMs`: every statement of the transaction, COMMIT included, has this long to answer (TxRunner).
    */
   async function tx<T>(
     fn: (client: TxClient) => Promise<T>,
-    o?: { probesOnly?: boolean; bulkDeadline?: boolean },
+    o?: { probesOnly?: boolean; deadlineMs?: number },
   ): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       let client: PoolClient;
@@ -256,9 +253,12 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
       };
       client.on('error', onError);
       let destroy = false;
-      const c = o?.bulkDeadline ? withDeadline(client, BULK_DEADLINE_MS) : client;
+      const deadline = o?.deadlineMs;
+      const c = deadline === undefined ? client : withDeadline(client, deadline);
       try {
-        await c.query(o?.bulkDeadline ? BEGIN_BULK : o?.probesOnly ? BEGIN_PROBES_ONLY : 'BEGIN');
+        await c.query(
+          deadline !== undefined ? beginWithDeadline(deadline) : o?.probesOnly ? BEGIN_PROBES_ONLY : 'BEGIN',
+        );
         const result = await fn(preparing(c));
         await c.query('COMMIT');
         return result;
