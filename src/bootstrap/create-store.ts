@@ -6,6 +6,9 @@ import type { WriteLock } from '../adapters/sqlite/write-lock.ts';
 import type { Config } from '../config/config.ts';
 import type { Store } from '../ports/store.ts';
 
+/** The SQLite store's file in the data directory. */
+export const sqliteFile = (dataDir: string) => join(dataDir, 'hookrail.db');
+
 /**
  * SQLite in the data directory unless DATABASE_URL selects PostgreSQL. A second SQLite store of the same process
  * (the pipeline thread's) shares the first one's write lock and leaves checkpoints to its thread. `logger`: where
@@ -19,7 +22,7 @@ export function createStore(
   if (config.databaseUrl) return createPostgresStore({ connectionString: config.databaseUrl, logger });
   mkdirSync(config.dataDir, { recursive: true });
   return createSqliteStore({
-    filename: join(config.dataDir, 'hookrail.db'),
+    filename: sqliteFile(config.dataDir),
     checkpoints: sqlite.second ? 'elsewhere' : 'thread',
     ...(sqlite.writeLock ? { writeLock: sqlite.writeLock } : {}),
   });

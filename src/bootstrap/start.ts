@@ -2,10 +2,12 @@
  * The composition root: the one place that picks adapters from configuration and wires use cases, workers and
  * the HTTP API together for the roles this process runs.
  */
+import { mkdirSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { createLocalKeyService, loadOrCreateMasterKey } from '../adapters/crypto/envelope.ts';
 import { createPromMetrics } from '../adapters/metrics/prom-metrics.ts';
+import { claimSqliteStore } from '../adapters/sqlite/owner-lock.ts';
 import { createWriteLock } from '../adapters/sqlite/write-lock.ts';
 import { systemClock, systemRandom } from '../adapters/system-clock.ts';
 import { buildApi } from '../api/build-api.ts';
@@ -13,7 +15,7 @@ import { Authenticator } from '../app/auth.ts';
 import { EndpointStatsCache } from '../app/endpoint-stats-cache.ts';
 import { GroupCommitter } from '../app/group-commit.ts';
 import { TenantDirectory } from '../app/tenant-directory.ts';
-import type { Config } from '../config/config.ts';
+import { type Config, ConfigError, ROLES } from '../config/config.ts';
 import { IDEMPOTENCY_WINDOW_MS } from '../domain/event-rules.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { DestinationChecker, HttpSender } from '../ports/http-sender.ts';
@@ -21,7 +23,7 @@ import type { Store } from '../ports/store.ts';
 import type { Tracing } from '../ports/tracing.ts';
 import { loadOrCreateAdminToken } from './admin-token.ts';
 import { createDestinationChecker, createSender } from './create-sender.ts';
-import { createStore } from './create-store.ts';
+import { createStore, sqliteFile } from './create-store.ts';
 import { createTracing } from './create-tracing.ts';
 import { PIPELINE_ROLES, type PipelineThread, startPipelineThread } from './pipeline-thread.ts';
 import { VERSION } from './version.ts';
@@ -66,7 +68,40 @@ export interface StartOptions {
   onAdminTokenCreated?: (token: string) => void;
 }
 
+/**
+ * Starts what `opts.config` says. A SQLite store that the configuration selects (no `opts.store`) is this process's
+ * alone: it runs every role (nothing else could fan out or deliver what it accepts), and it is claimed for as long as
+ * the process runs, so that a second process on the same data directory is refused (owner-lock.ts).
+ */
 export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
+  const { config } = opts;
+  if (opts.store || config.databaseUrl) return assemble(opts);
+  const missing = ROLES.filter((r) => !config.roles.includes(r));
+  if (missing.length > 0) {
+    throw new ConfigError(
+      `with SQLite one process runs every role (missing: ${missing.join(', ')}); set DATABASE_URL to run roles ` +
+        'in separate processes',
+    );
+  }
+  mkdirSync(config.dataDir, { recursive: true });
+  const owner = claimSqliteStore(sqliteFile(config.dataDir));
+  try {
+    const hookrail = await assemble(opts);
+    const close = async () => {
+      try {
+        await hookrail.close();
+      } finally {
+        owner.release();
+      }
+    };
+    return { ...hookrail, close };
+  } catch (err) {
+    owner.release();
+    throw err;
+  }
+}
+
+async function assemble(opts: StartOptions): Promise<Hookrail> {
   const { config } = opts;
   const logger = opts.logger ?? pino({ level: config.logLevel, redact: ['req.headers.authorization'] });
   const clock = opts.clock ?? systemClock;
@@ -161,8 +196,9 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
     }
   }
 
-  // One process owns a SQLite store: leases left in it belong to a process that is gone (a crash), so they are
-  // returned at once instead of after they expire. On PostgreSQL other processes may hold live leases.
+  // One process owns a SQLite store (startHookrail claims it): leases left in it belong to a process that is gone (a
+  // crash), so they are returned at once instead of after they expire. On PostgreSQL other processes may hold live
+  // leases.
   if (!store.capabilities.multiProcess && sends) {
     await store.deliveryExpireLeases({ now: Number.MAX_SAFE_INTEGER });
   }

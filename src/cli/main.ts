@@ -73,7 +73,9 @@ async function main(argv: string[]): Promise<number> {
         stopping = true;
         process.stdout.write(`${signal}: stopping (finishing in-flight work)\n`);
         hookrail.close().then(resolve, (err) => {
+          // Not a clean stop (an in-flight commit or attempt may not have been recorded): a supervisor should know.
           process.stderr.write(`error while stopping: ${String(err)}\n`);
+          exitCode = 1;
           resolve();
         });
       };

@@ -20,6 +20,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { ROLES } from '../../src/config/config.ts';
 import {
   createEndpoint,
   createTenant,
@@ -174,7 +175,7 @@ describe.each(['sqlite', 'postgres'] as const)('ordering across kill -9 of deliv
     // delivery processes, so `endpoint`'s one-in-flight has to hold across processes too.
     const roles =
       kind === 'sqlite'
-        ? { main: 'intake,control,fanout,delivery,maintenance', workers: 0 }
+        ? { main: ROLES.join(','), workers: 0 }
         : { main: 'intake,control,fanout,maintenance', workers: 2 };
     let generation = 0;
     const spawn = (which: string, roleList: string) =>

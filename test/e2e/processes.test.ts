@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { ROLES } from '../../src/config/config.ts';
 import { base32Decode, totpCode } from '../../src/domain/totp.ts';
 import {
   createChildSchema,
@@ -173,7 +174,7 @@ describe('step-up across two API processes on one PostgreSQL schema', () => {
 /** Hookrail under 32 producers, SIGTERMed 300–700 ms in; the load keeps knocking for 500 ms after the exit. */
 async function sigtermUnderLoad(kind: 'sqlite' | 'postgres') {
   const env: Record<string, string> = {
-    HOOKRAIL_ROLES: 'intake,control',
+    HOOKRAIL_ROLES: kind === 'sqlite' ? ROLES.join(',') : 'intake,control',
     HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
     HOOKRAIL_DATA_DIR: tempDir(`sigterm-${kind}`),
   };
@@ -318,11 +319,11 @@ describe('CLI', () => {
     expect(pgRun, pgRun.stderr).toMatchObject({ code: 0, stdout: 'migrated (postgres)\n' });
   });
 
-  it('start without HOOKRAIL_ADMIN_TOKEN prints a generated operator token once, and it keeps working', {
+  it('start without HOOKRAIL_ADMIN_TOKEN prints a generated operator token once, it keeps working, and the data directory is one process’s', {
     timeout: 40_000,
   }, async () => {
     const dataDir = tempDir('cli-token');
-    const env = { HOOKRAIL_DATA_DIR: dataDir, HOOKRAIL_ROLES: 'intake,control' };
+    const env = { HOOKRAIL_DATA_DIR: dataDir };
     const first = await spawnHookrail({ env, name: 'first start' });
     const printed = [...first.stdout.matchAll(/\bhka_[A-Za-z0-9_-]{20,}/g)].map((m) => m[0]);
     expect(printed).toHaveLength(1);
@@ -341,6 +342,16 @@ describe('CLI', () => {
     expect(second.stdout).not.toMatch(/hka_|Operator token/);
     const tenant = await http(second.url, { path: '/v1/tenants', token, body: { name: 'after restart' } });
     expect(tenant.status).toBe(201);
+    // A third process on the same SQLite data directory is refused while the second runs (it would take back the
+    // second's leases), and so is one with only some of the roles; the second keeps working.
+    for (const extra of [{}, { HOOKRAIL_ROLES: 'intake,control', HOOKRAIL_DATA_DIR: tempDir('cli-roles') }]) {
+      const refused = await runHookrail(['start'], { env: { ...env, HOOKRAIL_PORT: '0', ...extra } });
+      expect(refused.code, refused.stderr).toBe(1);
+      expect(refused.stderr).toMatch(
+        'HOOKRAIL_ROLES' in extra ? /one process runs every role/ : /another Hookrail process is using/,
+      );
+    }
+    expect((await http(second.url, { path: '/v1/tenants', token })).status).toBe(200);
     expect(await second.kill('SIGTERM')).toEqual({ code: 0, signal: null });
     expect(second.stdout + second.stderr).not.toContain(token);
   });
