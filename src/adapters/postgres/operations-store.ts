@@ -133,9 +133,10 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
         `SELECT p.n AS pending, p.oldest AS pending_oldest, d.n AS dead, d.oldest AS dead_oldest
            FROM (SELECT count(*) AS n, min(created_at) AS oldest FROM deliveries
                   WHERE endpoint_id = $1 AND status = 'pending') p,
-                (SELECT count(*) AS n, min(created_at) AS oldest FROM deliveries
-                  WHERE endpoint_id = $1 AND status = 'dead'
-                    AND updated_at >= (SELECT failing_since FROM endpoint_queue WHERE endpoint_id = $1)) d`,
+                (SELECT count(*) AS n, min(created_at) AS oldest FROM deliveries x
+                  WHERE x.endpoint_id = $1 AND x.status = 'dead'
+                    AND x.updated_at >= (SELECT failing_since FROM endpoint_queue WHERE endpoint_id = $1)
+                    AND NOT EXISTS (SELECT 1 FROM deliveries r WHERE r.replayed_from = x.id)) d`,
         [endpointId],
       );
       const r = res.rows[0]!;

@@ -163,8 +163,9 @@ export function createSqliteOperationsStore(
         since === null
           ? { n: 0, oldest: null }
           : (st(
-              `SELECT count(*) AS n, min(created_at) AS oldest FROM deliveries
-               WHERE endpoint_id = ? AND status = 'dead' AND updated_at >= ?`,
+              `SELECT count(*) AS n, min(created_at) AS oldest FROM deliveries d
+               WHERE d.endpoint_id = ? AND d.status = 'dead' AND d.updated_at >= ?
+                 AND NOT EXISTS (SELECT 1 FROM deliveries r WHERE r.replayed_from = d.id)`,
             ).get(endpointId, since) as Row);
       const oldest = [pending.oldest, dead.oldest].filter((x): x is number => typeof x === 'number');
       return {
