@@ -227,6 +227,15 @@ export const EndpointReplay = Type.Object(
         description: `Required when more than ${REPLAY_CONFIRM_ABOVE} deliveries match; without it the answer is 409 \`confirmation_required\` with \`details.count\` and \`details.estimated_seconds\`, and nothing changes.`,
       }),
     ),
+    expected_count: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        description:
+          'The count the caller was shown (`details.count` of the 409) and confirms: if more match now (deliveries ' +
+          'that finished since), the answer is 409 `confirmation_required` again with the new count, and nothing ' +
+          'changes. Fewer is fine (some were replayed meanwhile).',
+      }),
+    ),
   },
   { additionalProperties: false },
 );

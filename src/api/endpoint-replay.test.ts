@@ -151,8 +151,26 @@ describe.each(STORE_KINDS)('bulk replay API on %s', (kind) => {
     expect(none.status).toBe(202);
     expect(none.body).toMatchObject({ count: 0, more: false, first_due_at: null, last_due_at: null });
 
+    // A confirmation holds to the count it was given: more matching than that asks again, and changes nothing.
+    const grown = await replay({ confirm: true, expected_count: DEAD - 1 });
+    expect(grown.status).toBe(409);
+    expect(grown.body.error).toMatchObject({ code: 'confirmation_required', details: { count: DEAD } });
+    expect(grown.body.error.message).toContain(`more than the ${DEAD - 1} confirmed`);
+    const still = await t.request({
+      method: 'GET',
+      url: `/v1/endpoints/${endpointId}/deliveries?status=pending`,
+      token: tenant.key,
+    });
+    expect(still.body.data).toEqual([]);
+    expect((await replay({ confirm: true, expected_count: -1 })).status).toBe(400);
+
     const now = clock.now();
-    const done = await replay({ confirm: true, status: ['dead'], since: new Date(createdAt).toISOString() });
+    const done = await replay({
+      confirm: true,
+      expected_count: DEAD,
+      status: ['dead'],
+      since: new Date(createdAt).toISOString(),
+    });
     expect(done.status).toBe(202);
     expect(done.body).toEqual({
       id: expect.stringMatching(/^rpl_/),

@@ -12,10 +12,10 @@ import { newId } from '../domain/ids.ts';
 import { laneKind } from '../domain/lanes.ts';
 import { effectiveCap, rampEndsAt } from '../domain/ramp.ts';
 import {
-  REPLAY_CONFIRM_ABOVE,
   REPLAY_MAX_PER_REQUEST,
   REPLAY_RATE_PER_SECOND,
   type ReplayableStatus,
+  replayConfirmLimit,
   replayNeedsConfirmation,
 } from '../domain/replay.ts';
 import type { Clock, Random } from '../ports/clock.ts';
@@ -267,12 +267,15 @@ export interface BulkReplayInput {
   /** Null: now. */
   until: number | null;
   confirm: boolean;
+  /** The count the caller was shown and confirms (null: not given). */
+  expectedCount: number | null;
 }
 
 /**
  * POST /v1/endpoints/:id/replay: replays the endpoint's finished deliveries that match (domain/replay.ts and
  * OperationsStore.deliveryReplayBulk say which), rate-capped. Above REPLAY_CONFIRM_ABOVE matches without
- * `confirm` it changes nothing and answers 409 `confirmation_required` with the count and the estimated time.
+ * `confirm`, or above the `expected_count` confirmed, it changes nothing and answers 409 `confirmation_required`
+ * with the count and the estimated time.
  */
 export async function replayEndpoint(
   deps: OperationsDeps,
@@ -291,6 +294,7 @@ export async function replayEndpoint(
   }
   const endpoint = await endpointOr404(deps, tenantId, id);
   const replayId = newId('replay', now, deps.random.bytes(10));
+  const limit = replayConfirmLimit(input.confirm, input.expectedCount);
   const result = await deps.store.deliveryReplayBulk({
     endpointId: id,
     tenantId,
@@ -299,7 +303,7 @@ export async function replayEndpoint(
     until,
     now,
     ratePerSecond: REPLAY_RATE_PER_SECOND,
-    confirmAbove: input.confirm ? null : REPLAY_CONFIRM_ABOVE,
+    confirmAbove: limit,
     max: REPLAY_MAX_PER_REQUEST,
     ids: deliveryIds(deps, now),
     audit: auditOf<BulkReplayResult>(
@@ -325,12 +329,15 @@ export async function replayEndpoint(
       p50LatencyMs: percentile(day.consumerMs, 0.5),
       replayRatePerSecond: REPLAY_RATE_PER_SECOND,
     });
-  if (result.created === 0 && replayNeedsConfirmation(result.found, input.confirm)) {
+  if (result.created === 0 && replayNeedsConfirmation(result.found, limit)) {
     const count = result.found;
+    const grown = input.confirm && input.expectedCount !== null;
+    const what = `This replays ${count} deliveries${result.more ? ' (and more match: ask again after)' : ''}`;
     throw new ApiError(
       'confirmation_required',
-      `This replays ${count} deliveries${result.more ? ' (and more match: ask again after)' : ''}; send ` +
-        '"confirm": true to go ahead.',
+      grown
+        ? `${what}, more than the ${input.expectedCount} confirmed (more have finished since); confirm the new count.`
+        : `${what}; send "confirm": true, with "expected_count": ${count} to replay no more than that, to go ahead.`,
       { count, more: result.more, estimated_seconds: estimate(count) },
     );
   }

@@ -258,7 +258,8 @@ interface BulkAnswer {
 
 /**
  * Bulk replay asks the API as a person would: first without confirmation; a 409 `confirmation_required` (more
- * than 100 match) is shown with its count and estimate and confirmed by `--yes` or at the prompt. While the API
+ * than 100 match) is shown with its count and estimate and confirmed by `--yes` or at the prompt, and a count
+ * confirmed at the prompt is sent as `expected_count` (more matching by then is shown again). While the API
  * says more match than one request replays (10,000), it asks again, confirmed, until none are left.
  */
 export async function replayCommand(args: string[], io: CliIo): Promise<number> {
@@ -287,6 +288,8 @@ export async function replayCommand(args: string[], io: CliIo): Promise<number> 
   };
   const path = `/v1/endpoints/${encodeURIComponent(endpoint)}/replay`;
   let confirmed = values.yes === true;
+  // The count a person confirmed at the prompt: the request holds to it (more matching by then asks again).
+  let expected: number | null = null;
   const answers: BulkAnswer[] = [];
   for (;;) {
     let answer: BulkAnswer;
@@ -294,6 +297,7 @@ export async function replayCommand(args: string[], io: CliIo): Promise<number> 
       answer = await call<BulkAnswer>(t, 'POST', path, {
         ...filter,
         ...(confirmed ? { confirm: true } : {}),
+        ...(expected !== null ? { expected_count: expected } : {}),
       });
     } catch (err) {
       if (!(err instanceof ApiFailure) || err.code !== 'confirmation_required') throw err;
@@ -305,8 +309,10 @@ export async function replayCommand(args: string[], io: CliIo): Promise<number> 
         return 1;
       }
       confirmed = true;
+      expected = d.more ? null : d.count;
       continue;
     }
+    expected = null;
     answers.push(answer);
     const total = answers.reduce((n, a) => n + a.count, 0);
     if (io.interactive) io.err(`\rreplayed ${total}${answer.more ? ', more match…' : ''}`);

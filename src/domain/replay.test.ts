@@ -3,6 +3,7 @@ import {
   collectReplayable,
   REPLAY_CONFIRM_ABOVE,
   REPLAY_RATE_PER_SECOND,
+  replayConfirmLimit,
   replayDueAt,
   replayNeedsConfirmation,
   replayStart,
@@ -65,10 +66,23 @@ describe('replay schedule', () => {
   });
 
   it('asks for confirmation above the threshold only, unless confirmed', () => {
-    expect(replayNeedsConfirmation(REPLAY_CONFIRM_ABOVE, false)).toBe(false);
-    expect(replayNeedsConfirmation(REPLAY_CONFIRM_ABOVE + 1, false)).toBe(true);
-    expect(replayNeedsConfirmation(REPLAY_CONFIRM_ABOVE + 1, true)).toBe(false);
-    expect(replayNeedsConfirmation(0, false)).toBe(false);
+    const unconfirmed = replayConfirmLimit(false, null);
+    expect(unconfirmed).toBe(REPLAY_CONFIRM_ABOVE);
+    expect(replayNeedsConfirmation(REPLAY_CONFIRM_ABOVE, unconfirmed)).toBe(false);
+    expect(replayNeedsConfirmation(REPLAY_CONFIRM_ABOVE + 1, unconfirmed)).toBe(true);
+    expect(replayNeedsConfirmation(0, unconfirmed)).toBe(false);
+    expect(replayConfirmLimit(true, null)).toBeNull();
+    expect(replayNeedsConfirmation(1_000_000, replayConfirmLimit(true, null))).toBe(false);
+  });
+
+  it('a confirmed count binds: more matching than the caller was shown asks again', () => {
+    expect(replayConfirmLimit(true, 409)).toBe(409);
+    expect(replayNeedsConfirmation(409, 409)).toBe(false);
+    expect(replayNeedsConfirmation(408, 409)).toBe(false); // fewer (some replayed meanwhile) is within what was confirmed
+    expect(replayNeedsConfirmation(410, 409)).toBe(true);
+    // Unconfirmed, the smaller bound holds either way.
+    expect(replayConfirmLimit(false, 40)).toBe(40);
+    expect(replayConfirmLimit(false, 4_000)).toBe(REPLAY_CONFIRM_ABOVE);
   });
 });
 

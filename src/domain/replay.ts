@@ -86,9 +86,22 @@ export function singleReplayRefusal(
   return null;
 }
 
-/** Whether a request matching `matched` deliveries must be confirmed first. */
-export const replayNeedsConfirmation = (matched: number, confirmed: boolean) =>
-  !confirmed && matched > REPLAY_CONFIRM_ABOVE;
+/**
+ * How many matches a bulk replay may go ahead with (null: any number). Each bound the caller gave is one: without
+ * `confirm`, REPLAY_CONFIRM_ABOVE; with `expected_count`, the count the caller was shown and confirmed — more
+ * matching now (deliveries that settled since) is not what was confirmed. The smallest bound holds.
+ */
+export function replayConfirmLimit(confirmed: boolean, expectedCount: number | null): number | null {
+  const bounds = [
+    ...(confirmed ? [] : [REPLAY_CONFIRM_ABOVE]),
+    ...(expectedCount === null ? [] : [expectedCount]),
+  ];
+  return bounds.length === 0 ? null : Math.min(...bounds);
+}
+
+/** Whether a request matching `matched` deliveries must be confirmed (again) first. */
+export const replayNeedsConfirmation = (matched: number, limit: number | null) =>
+  limit !== null && matched > limit;
 
 function assertRate(ratePerSecond: number) {
   if (!(Number.isFinite(ratePerSecond) && ratePerSecond > 0)) {

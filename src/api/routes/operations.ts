@@ -330,7 +330,13 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
 
   app.post<{
     Params: { id: string };
-    Body: { status?: ReplayableStatus[]; since?: string; until?: string; confirm?: boolean };
+    Body: {
+      status?: ReplayableStatus[];
+      since?: string;
+      until?: string;
+      confirm?: boolean;
+      expected_count?: number;
+    };
   }>(
     '/v1/endpoints/:id/replay',
     {
@@ -343,7 +349,8 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
           'before and whose event type the endpoint still subscribes to, oldest first, due at the per-endpoint ' +
           `replay rate (${REPLAY_RATE_PER_SECOND}/s). More than ${REPLAY_CONFIRM_ABOVE} matches need ` +
           '`"confirm": true` (409 `confirmation_required` otherwise, with the count and the estimated time; nothing ' +
-          'changes). The body is optional: `{}` replays every dead letter.',
+          'changes). With `expected_count`, the count confirmed, a request that now matches more answers 409 ' +
+          '`confirmation_required` again with the new count. The body is optional: `{}` replays every dead letter.',
         tags: ['failure-handling'],
         params: IdParams,
         body: EndpointReplay,
@@ -366,6 +373,7 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
         since: time('since'),
         until: time('until'),
         confirm: req.body.confirm === true,
+        expectedCount: req.body.expected_count ?? null,
       });
       return reply.status(202).send(answer);
     },

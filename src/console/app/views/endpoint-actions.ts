@@ -201,7 +201,12 @@ async function replay(e: Endpoint, status: HTMLElement, done: Done) {
       danger: true,
     });
     if (!again) return;
-    result = await api<Replayed>('POST', `/v1/endpoints/${e.id}/replay`, { ...body, confirm: true });
+    // What the person confirmed is this count: if more have finished since, the API asks again (409).
+    result = await api<Replayed>('POST', `/v1/endpoints/${e.id}/replay`, {
+      ...body,
+      confirm: true,
+      expected_count: n,
+    });
   }
   notice(
     status,
