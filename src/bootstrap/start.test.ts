@@ -1,29 +1,37 @@
 /**
  * What startHookrail refuses before it starts anything: a SQLite store (the configuration's) runs every role in one
- * process, and only one process at a time works on it. The cross-process case is in test/e2e/processes.test.ts.
+ * process, and only one process at a time works on it (the cross-process case is in test/e2e/processes.test.ts);
+ * and on either store, a master key that cannot open the secrets the store holds.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createChildSchema } from '../../test/support/hookrail-process.ts';
+import { postgresUrl } from '../../test/support/postgres.ts';
 import { StoreInUseError } from '../adapters/sqlite/owner-lock.ts';
-import { ConfigError, loadConfig } from '../config/config.ts';
+import { type Config, ConfigError, loadConfig } from '../config/config.ts';
 import { type Hookrail, startHookrail } from './start.ts';
 
+const TOKEN = 'hka_start_test_token';
 const dirs: string[] = [];
-const running: Hookrail[] = [];
+const drops: Array<() => Promise<void>> = [];
+const running: Array<Hookrail & { config: Config }> = [];
 afterEach(async () => {
   await Promise.all(running.splice(0).map((h) => h.close()));
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  for (const drop of drops.splice(0)) await drop();
 });
 
 const start = async (dataDir: string, env: Record<string, string> = {}) => {
-  const config = loadConfig({
-    HOOKRAIL_DATA_DIR: dataDir,
-    HOOKRAIL_ADMIN_TOKEN: 'hka_start_test_token',
-    ...env,
-  });
-  const h = await startHookrail({ config, logger: false, listen: false, startWorkers: false });
+  const config = loadConfig({ HOOKRAIL_DATA_DIR: dataDir, HOOKRAIL_ADMIN_TOKEN: TOKEN, ...env });
+  const h = Object.assign(
+    await startHookrail({ config, logger: false, listen: false, startWorkers: false }),
+    {
+      config,
+    },
+  );
   running.push(h);
   return h;
 };
@@ -58,7 +66,7 @@ describe('startHookrail on SQLite', () => {
   it('a start that fails after the claim lets go of it', async () => {
     const dir = dataDir();
     // Listening on a port that is taken fails after the store is claimed and migrated.
-    const config = loadConfig({ HOOKRAIL_DATA_DIR: dir, HOOKRAIL_ADMIN_TOKEN: 'hka_start_test_token' });
+    const config = loadConfig({ HOOKRAIL_DATA_DIR: dir, HOOKRAIL_ADMIN_TOKEN: TOKEN });
     const blocker = (await import('node:net')).createServer();
     await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));
     const port = (blocker.address() as { port: number }).port;
@@ -70,5 +78,41 @@ describe('startHookrail on SQLite', () => {
       await new Promise((r) => blocker.close(r));
     }
     await start(dir);
+  });
+});
+
+describe.each(['sqlite', 'postgres'] as const)('startHookrail on %s: the master key', (kind) => {
+  it('a key that cannot open the stored secrets is refused at start, naming the cause', async () => {
+    const env: Record<string, string> = {};
+    if (kind === 'postgres') {
+      const schema = await createChildSchema(postgresUrl(), 'mkey');
+      drops.push(schema.drop);
+      env.DATABASE_URL = schema.url;
+    }
+    const keyA = randomBytes(32).toString('base64');
+    const first = await start(dataDir(), { ...env, HOOKRAIL_MASTER_KEY: keyA });
+    // Before any tenant exists there is nothing to check; a tenant seals its step-up seed under the key.
+    const tenant = await first.app!.inject({
+      method: 'POST',
+      url: '/v1/tenants',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      payload: { name: 'sealed under A' },
+    });
+    expect(tenant.statusCode).toBe(201);
+    await first.close();
+    running.splice(running.indexOf(first), 1);
+
+    // The same store (SQLite: the same data directory) with another key: refused, and the store is let go.
+    const dir = kind === 'sqlite' ? first.config.dataDir : dataDir();
+    const err = await start(dir, { ...env, HOOKRAIL_MASTER_KEY: randomBytes(32).toString('base64') }).catch(
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toMatch(/cannot open the secrets this store holds.*different master key/);
+    // With no key given, a data directory without master.key makes a key of its own (a process of a PostgreSQL
+    // deployment not given the key; a SQLite data directory whose key was in the environment): refused the same.
+    await expect(start(kind === 'sqlite' ? dir : dataDir(), env)).rejects.toThrow(ConfigError);
+    // The right key starts.
+    await start(dir, { ...env, HOOKRAIL_MASTER_KEY: keyA });
   });
 });

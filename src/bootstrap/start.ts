@@ -5,7 +5,11 @@
 import { mkdirSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
-import { createLocalKeyService, loadOrCreateMasterKey } from '../adapters/crypto/envelope.ts';
+import {
+  createLocalKeyService,
+  loadOrCreateMasterKey,
+  MASTER_KEY_FILE,
+} from '../adapters/crypto/envelope.ts';
 import { createPromMetrics } from '../adapters/metrics/prom-metrics.ts';
 import { claimSqliteStore } from '../adapters/sqlite/owner-lock.ts';
 import { createWriteLock } from '../adapters/sqlite/write-lock.ts';
@@ -14,11 +18,13 @@ import { buildApi } from '../api/build-api.ts';
 import { Authenticator } from '../app/auth.ts';
 import { EndpointStatsCache } from '../app/endpoint-stats-cache.ts';
 import { GroupCommitter } from '../app/group-commit.ts';
+import { totpAad } from '../app/manage-tenants.ts';
 import { TenantDirectory } from '../app/tenant-directory.ts';
 import { type Config, ConfigError, ROLES } from '../config/config.ts';
 import { IDEMPOTENCY_WINDOW_MS } from '../domain/event-rules.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { DestinationChecker, HttpSender } from '../ports/http-sender.ts';
+import type { KeyService } from '../ports/key-service.ts';
 import type { Store } from '../ports/store.ts';
 import type { Tracing } from '../ports/tracing.ts';
 import { loadOrCreateAdminToken } from './admin-token.ts';
@@ -101,6 +107,26 @@ export async function startHookrail(opts: StartOptions): Promise<Hookrail> {
   }
 }
 
+/**
+ * A master key that cannot open what the store holds is refused at start: with it every signing secret fails to
+ * open, and every attempt ends as a `platform_error` and then a dead letter, while the process looks healthy. It
+ * happens when processes of one PostgreSQL deployment were not all given HOOKRAIL_MASTER_KEY (each then makes a
+ * key file of its own) or a data directory lost its master.key. One tenant's step-up seed is the sample: every
+ * value is sealed under the one master key (there is no key rotation yet).
+ */
+async function refuseForeignMasterKey(store: Store, keys: KeyService): Promise<void> {
+  const tenant = (await store.tenantList({ limit: 1, cursor: null })).data[0];
+  if (!tenant) return;
+  try {
+    keys.open(tenant.totpSeedSealed, totpAad(tenant.id)).fill(0);
+  } catch (err) {
+    throw new ConfigError(
+      `the master key (HOOKRAIL_MASTER_KEY, else <data dir>/${MASTER_KEY_FILE}) cannot open the secrets this ` +
+        `store holds (${(err as Error).message}): give every process the deployment's key`,
+    );
+  }
+}
+
 async function assemble(opts: StartOptions): Promise<Hookrail> {
   const { config } = opts;
   const logger = opts.logger ?? pino({ level: config.logLevel, redact: ['req.headers.authorization'] });
@@ -123,6 +149,12 @@ async function assemble(opts: StartOptions): Promise<Hookrail> {
   const keys = createLocalKeyService({
     masterKey: loadOrCreateMasterKey({ env: config.masterKey ?? undefined, dataDir: config.dataDir }),
   });
+  try {
+    await refuseForeignMasterKey(store, keys);
+  } catch (err) {
+    if (!opts.store) await store.close();
+    throw err;
+  }
   const admin = loadOrCreateAdminToken({ env: config.adminToken, dataDir: config.dataDir });
   if (admin.created) opts.onAdminTokenCreated?.(admin.token);
 
