@@ -1,6 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../test/support/fake-clock.ts';
-import { createTestApp, STORE_KINDS, type TestApp } from '../../test/support/test-hookrail.ts';
+import {
+  createTestApp,
+  operatorStepUp,
+  STORE_KINDS,
+  type TestApp,
+} from '../../test/support/test-hookrail.ts';
+import { base32Decode, totpCode } from '../domain/totp.ts';
 
 describe.each(STORE_KINDS)('API on %s', (kind) => {
   let t: TestApp;
@@ -162,7 +168,48 @@ describe.each(STORE_KINDS)('API on %s', (kind) => {
     expect(use.status).toBe(401);
 
     const doomed = await t.request({ method: 'POST', url: '/v1/tenants', body: { name: 'Doomed' } });
-    expect((await t.request({ method: 'DELETE', url: `/v1/tenants/${doomed.body.id}` })).status).toBe(204);
+    // Deleting a tenant is elevated (PRODUCT.md §3): the operator's token alone is refused, and changes nothing.
+    const deleteDoomed = (stepUp?: string) =>
+      t.request({
+        method: 'DELETE',
+        url: `/v1/tenants/${doomed.body.id}`,
+        ...(stepUp ? { headers: { 'x-step-up-token': stepUp } } : {}),
+      });
+    const bare = await deleteDoomed();
+    expect(bare.status).toBe(403);
+    expect(bare.body.error).toMatchObject({
+      code: 'step_up_required',
+      details: { step_up_url: '/v1/auth/step-up', reason: 'missing' },
+    });
+    // A tenant's step-up token is not the operator's.
+    clock.advance(30_000);
+    const tenantSeed = base32Decode(doomed.body.step_up.totp_seed);
+    const tenantStepUp = await t.request({
+      method: 'POST',
+      url: '/v1/auth/step-up',
+      token: doomed.body.tenant_key,
+      body: { totp: totpCode(tenantSeed, clock.now()) },
+    });
+    expect(tenantStepUp.status).toBe(200);
+    expect((await deleteDoomed(tenantStepUp.body.token)).body.error).toMatchObject({
+      code: 'step_up_required',
+      details: { reason: 'invalid' },
+    });
+    // The operator's seed gives the operator's token; a wrong code gives none.
+    const wrong = await t.request({
+      method: 'POST',
+      url: '/v1/auth/step-up',
+      body: { totp: totpCode(tenantSeed, clock.now()) },
+    });
+    expect(wrong.status).toBe(403);
+    expect(wrong.body.error.code).toBe('invalid_totp');
+    expect(
+      (await t.request({ method: 'GET', url: '/v1/events', token: doomed.body.tenant_key })).status,
+    ).toBe(200);
+    const operator = await operatorStepUp(t, clock.now());
+    expect(operator).toMatch(/^su1\.operator\./);
+    expect((await deleteDoomed(operator)).status).toBe(204);
+    expect((await deleteDoomed(operator)).status).toBe(404);
     const afterDelete = await t.request({ method: 'GET', url: '/v1/events', token: doomed.body.tenant_key });
     expect(afterDelete.status).toBe(401);
     const send = await t.request({

@@ -45,6 +45,8 @@ export interface ApiDeps {
   clock: Clock;
   random: Random;
   keys: KeyService;
+  /** The operator's step-up TOTP seed (bootstrap/admin-token.ts). */
+  operatorTotpSeed: Buffer;
   auth: Authenticator;
   tenants: TenantDirectory;
   /** Present when this process runs the intake role. */

@@ -7,7 +7,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../test/support/fake-clock.ts';
-import { ADMIN_TOKEN, createTestApp, STORE_KINDS, type TestApp } from '../../test/support/test-hookrail.ts';
+import {
+  ADMIN_TOKEN,
+  createTestApp,
+  operatorStepUp,
+  STORE_KINDS,
+  type TestApp,
+} from '../../test/support/test-hookrail.ts';
 import { Authenticator } from '../app/auth.ts';
 import { base32Decode, TOTP_STEP_SECONDS, totpCode } from '../domain/totp.ts';
 import type { Store } from '../ports/store.ts';
@@ -150,7 +156,14 @@ describe.each(STORE_KINDS)('tenant key replacement on %s', (kind) => {
 
   it('a deleted or unknown tenant is 404 tenant_not_found', async () => {
     const acme = await newTenant('Acme');
-    expect((await t.request({ method: 'DELETE', url: `/v1/tenants/${acme.id}` })).status).toBe(204);
+    clock.advance(TOTP_STEP_SECONDS * 1000);
+    const operator = await operatorStepUp(t, clock.now());
+    const del = await t.request({
+      method: 'DELETE',
+      url: `/v1/tenants/${acme.id}`,
+      headers: { 'x-step-up-token': operator },
+    });
+    expect(del.status).toBe(204);
     const deleted = await replace(acme.id);
     expect(deleted.status).toBe(404);
     expect(deleted.body.error.code).toBe('tenant_not_found');

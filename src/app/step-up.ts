@@ -1,10 +1,13 @@
 /**
  * Step-up authentication (PRODUCT.md §3): a tenant proves possession of its TOTP seed and receives a token valid
- * for 5 minutes, sent as `X-Step-Up-Token` on elevated calls (changing an endpoint URL, …).
+ * for 5 minutes, sent as `X-Step-Up-Token` on elevated calls (changing an endpoint URL, …). The operator does the
+ * same with its own seed (configuration: bootstrap/admin-token.ts) for its elevated call, deleting a tenant; here
+ * `tenantId` null stands for the operator.
  *
- * The token is stateless: `su1.<tenantId>.<expiresMs>.<mac>`, where `mac` is KeyService.mac over everything before
- * it. Any process sharing the master key verifies it without a database read; nothing can be revoked early, which
- * is why it lives only 5 minutes. It is bound to the tenant, not to one tenant key.
+ * The token is stateless: `su1.<tenantId or "operator">.<expiresMs>.<mac>`, where `mac` is KeyService.mac over
+ * everything before it. Any process sharing the master key verifies it without a database read; nothing can be
+ * revoked early, which is why it lives only 5 minutes. It is bound to the tenant (or the operator), not to one key:
+ * a tenant's token never passes for the operator's, nor one tenant's for another's.
  *
  * A code is accepted once and wrong codes are rate-limited per tenant, in the store (StepUpState), so the limits
  * hold across every process: of two control processes given one code, one accepts it (a compare-and-set on the last
@@ -26,12 +29,15 @@ export const STEP_UP_MAX_FAILURES = 5;
 export const STEP_UP_FAILURE_WINDOW_MS = 5 * 60 * 1000;
 
 const TOKEN_VERSION = 'su1';
-const TOKEN_RE = /^su1\.(ten_[0-9A-Z]{26})\.(\d{1,15})\.([A-Za-z0-9_-]{43})$/;
+const TOKEN_RE = /^su1\.(ten_[0-9A-Z]{26}|operator)\.(\d{1,15})\.([A-Za-z0-9_-]{43})$/;
+const subjectOf = (tenantId: string | null) => tenantId ?? 'operator';
 
 export interface StepUpDeps {
   store: Store;
   clock: Clock;
   keys: KeyService;
+  /** The operator's TOTP seed. */
+  operatorTotpSeed: Buffer;
 }
 
 /**
@@ -48,26 +54,36 @@ export function stepUpWait(
   return Math.max(1, Math.ceil((since + STEP_UP_FAILURE_WINDOW_MS - now) / 1000));
 }
 
-const signedPart = (tenantId: string, expiresAt: number) => `${TOKEN_VERSION}.${tenantId}.${expiresAt}`;
+const signedPart = (tenantId: string | null, expiresAt: number) =>
+  `${TOKEN_VERSION}.${subjectOf(tenantId)}.${expiresAt}`;
 
-/** Checks a TOTP code against the tenant's sealed seed and mints a step-up token. */
+/** The tenant's seed, opened from its sealed copy; the operator's, a copy of the configured one. */
+async function seedOf(deps: StepUpDeps, tenantId: string | null): Promise<Buffer> {
+  if (tenantId === null) return Buffer.from(deps.operatorTotpSeed);
+  const tenant = await deps.store.tenantGet({ id: tenantId });
+  if (!tenant) throw new ApiError('unauthorized');
+  return deps.keys.open(tenant.totpSeedSealed, totpAad(tenant.id));
+}
+
+/** Checks a TOTP code against the tenant's (null: the operator's) seed and mints a step-up token. */
 export async function issueStepUpToken(
   deps: StepUpDeps,
-  input: { tenantId: string; totp: string },
+  input: { tenantId: string | null; totp: string },
 ): Promise<{ token: string; expiresAt: number }> {
   const now = deps.clock.now();
-  const tenant = await deps.store.tenantGet({ id: input.tenantId });
-  if (!tenant) throw new ApiError('unauthorized');
+  const { tenantId } = input;
+  const seed = await seedOf(deps, tenantId);
   // Every try is counted before its code is checked, and a right code clears the count: so tries in flight at once
   // cannot get past the budget between a check and a count.
   const charged = await deps.store.stepUpCharge({
-    tenantId: tenant.id,
+    tenantId,
     now,
     windowMs: STEP_UP_FAILURE_WINDOW_MS,
     max: STEP_UP_MAX_FAILURES,
   });
   if (!charged) {
-    const state = await deps.store.stepUpState({ tenantId: tenant.id });
+    seed.fill(0);
+    const state = await deps.store.stepUpState({ tenantId });
     throw new ApiError(
       'rate_limited',
       'Too many wrong TOTP codes; wait before trying again.',
@@ -75,14 +91,13 @@ export async function issueStepUpToken(
       (state && stepUpWait(state, now)) ?? 1,
     );
   }
-  const seed = deps.keys.open(tenant.totpSeedSealed, totpAad(tenant.id));
   let step: number | null;
   try {
     step = matchTotpStep(seed, input.totp, now);
   } finally {
     seed.fill(0);
   }
-  if (step === null || !(await deps.store.stepUpAccept({ tenantId: tenant.id, step }))) {
+  if (step === null || !(await deps.store.stepUpAccept({ tenantId, step }))) {
     throw new ApiError(
       'invalid_totp',
       step === null
@@ -91,7 +106,7 @@ export async function issueStepUpToken(
     );
   }
   const expiresAt = now + STEP_UP_TTL_MS;
-  const data = signedPart(tenant.id, expiresAt);
+  const data = signedPart(tenantId, expiresAt);
   return { token: `${data}.${deps.keys.mac(data)}`, expiresAt };
 }
 
@@ -103,10 +118,10 @@ function refuse(reason: 'missing' | 'invalid' | 'expired'): never {
   );
 }
 
-/** Throws 403 step_up_required unless `header` is a valid, unexpired step-up token for this tenant. */
+/** Throws 403 step_up_required unless `header` is a valid, unexpired step-up token for this tenant (null: the operator). */
 export function requireStepUp(
   deps: Pick<StepUpDeps, 'clock' | 'keys'>,
-  tenantId: string,
+  tenantId: string | null,
   header: string | string[] | undefined,
 ): void {
   if (header === undefined) refuse('missing');
@@ -115,7 +130,11 @@ export function requireStepUp(
   const [, tokenTenant = '', expiresText = '', mac = ''] = m;
   const expected = Buffer.from(deps.keys.mac(`${TOKEN_VERSION}.${tokenTenant}.${expiresText}`), 'utf8');
   const given = Buffer.from(mac, 'utf8');
-  if (expected.length !== given.length || !timingSafeEqual(expected, given) || tokenTenant !== tenantId) {
+  if (
+    expected.length !== given.length ||
+    !timingSafeEqual(expected, given) ||
+    tokenTenant !== subjectOf(tenantId)
+  ) {
     refuse('invalid');
   }
   if (Number(expiresText) <= deps.clock.now()) refuse('expired');

@@ -27,7 +27,7 @@ import type { DestinationChecker, HttpSender } from '../ports/http-sender.ts';
 import type { KeyService } from '../ports/key-service.ts';
 import type { Store } from '../ports/store.ts';
 import type { Tracing } from '../ports/tracing.ts';
-import { loadOrCreateAdminToken } from './admin-token.ts';
+import { loadOrCreateAdminToken, loadOrCreateAdminTotpSeed } from './admin-token.ts';
 import { createDestinationChecker, createSender } from './create-sender.ts';
 import { createStore, sqliteFile } from './create-store.ts';
 import { createTracing } from './create-tracing.ts';
@@ -72,6 +72,8 @@ export interface StartOptions {
   onFatal?: (err: unknown) => void;
   /** Called once with a generated operator token (printed by the CLI). */
   onAdminTokenCreated?: (token: string) => void;
+  /** Called once with a generated operator step-up TOTP seed (printed by the CLI). */
+  onAdminTotpSeedCreated?: (seed: Buffer) => void;
 }
 
 /**
@@ -157,6 +159,8 @@ async function assemble(opts: StartOptions): Promise<Hookrail> {
   }
   const admin = loadOrCreateAdminToken({ env: config.adminToken, dataDir: config.dataDir });
   if (admin.created) opts.onAdminTokenCreated?.(admin.token);
+  const adminTotp = loadOrCreateAdminTotpSeed({ env: config.adminTotpSeed, dataDir: config.dataDir });
+  if (adminTotp.created) opts.onAdminTotpSeedCreated?.(adminTotp.seed);
 
   let pipeline: PipelineThread | null = null;
   const now = () => clock.now();
@@ -209,6 +213,7 @@ async function assemble(opts: StartOptions): Promise<Hookrail> {
       clock,
       random,
       keys,
+      operatorTotpSeed: adminTotp.seed,
       auth: new Authenticator({ store, now, operatorToken: admin.token, cacheMs: config.authCacheMs }),
       tenants: new TenantDirectory({ store, now, cacheMs: config.authCacheMs }),
       committer,

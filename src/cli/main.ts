@@ -8,6 +8,7 @@ import { startHookrail } from '../bootstrap/start.ts';
 import { VERSION } from '../bootstrap/version.ts';
 import { ConfigError, flagsToEnv, loadConfig } from '../config/config.ts';
 import { describeLaneBinding } from '../domain/lanes.ts';
+import { base32Encode, otpauthUri } from '../domain/totp.ts';
 import { runTool, TOOL_COMMANDS, TOOL_USAGE } from './dispatch.ts';
 import type { CliIo } from './io.ts';
 
@@ -58,6 +59,12 @@ async function main(argv: string[]): Promise<number> {
       onAdminTokenCreated: (token) =>
         process.stdout.write(
           `\nOperator token (shown once; also stored in ${config.dataDir}/admin-token):\n\n  ${token}\n\n`,
+        ),
+      onAdminTotpSeedCreated: (seed) =>
+        process.stdout.write(
+          `Operator step-up seed, for deleting tenants (shown once; also stored in ${config.dataDir}/` +
+            `admin-totp-seed): enrol it in an authenticator app\n\n  ${base32Encode(seed, { padding: false })}\n` +
+            `  ${otpauthUri('Hookrail:operator', seed)}\n\n`,
         ),
     });
     process.stdout.write(

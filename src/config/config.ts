@@ -31,6 +31,8 @@ export interface Config {
   dataDir: string;
   databaseUrl: string | null;
   adminToken: string | null;
+  /** The operator's step-up TOTP seed, base32 (HOOKRAIL_ADMIN_TOTP_SEED); null: the data directory's file. */
+  adminTotpSeed: string | null;
   masterKey: string | null;
   allowNetworks: string[];
   /** Public ranges delivery may not reach all the same: this deployment's own ingress and egress addresses. */
@@ -169,6 +171,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     dataDir: resolve(get('HOOKRAIL_DATA_DIR') ?? './data'),
     databaseUrl,
     adminToken: get('HOOKRAIL_ADMIN_TOKEN'),
+    adminTotpSeed: get('HOOKRAIL_ADMIN_TOTP_SEED'),
     masterKey: get('HOOKRAIL_MASTER_KEY'),
     allowNetworks: (get('HOOKRAIL_ALLOW_NETWORKS') ?? '')
       .split(',')

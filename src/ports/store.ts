@@ -120,20 +120,23 @@ export interface Store extends DeliveryStore, OperationsStore {
    */
   tenantDelete(p: { id: string; now: number }): Promise<boolean>;
 
-  /** Null when the tenant is absent or deleted. */
-  stepUpState(p: { tenantId: string }): Promise<StepUpState | null>;
+  /**
+   * Null when the tenant is absent or deleted. The three step-up methods take `tenantId` null for the operator's
+   * own step-up (deleting a tenant), kept apart from every tenant's.
+   */
+  stepUpState(p: { tenantId: string | null }): Promise<StepUpState | null>;
   /**
    * Accepts TOTP step `step` for the tenant if it is newer than the last one accepted (a compare-and-set, so of two
    * processes given one code only one accepts it) and clears the failures. False: already used, or no such tenant.
    */
-  stepUpAccept(p: { tenantId: string; step: number }): Promise<boolean>;
+  stepUpAccept(p: { tenantId: string | null; step: number }): Promise<boolean>;
   /**
    * Counts one step-up try against the tenant's budget before its code is checked (a right code then clears the
    * count): in a new window starting at `now` when the current one began `windowMs` or more ago. False, counting
    * nothing, when `max` tries are already counted in the window, or no such tenant. Counting first, in one
    * statement, is what keeps concurrent guesses inside the budget.
    */
-  stepUpCharge(p: { tenantId: string; now: number; windowMs: number; max: number }): Promise<boolean>;
+  stepUpCharge(p: { tenantId: string | null; now: number; windowMs: number; max: number }): Promise<boolean>;
 
   apiKeyCreate(p: { key: ApiKeyRecord }): Promise<void>;
   /** Live (unrevoked) key with this hash, whose tenant (if any) is live. */

@@ -139,51 +139,56 @@ export function runStoreConformance(opts: StoreConformanceOptions): void {
         expect(await store.tenantGet({ id: id('tenant') })).toBeNull();
       });
 
-      test('step-up state: each TOTP step accepted once, tries counted first and capped per window', async () => {
-        const { tenant } = await newTenant();
-        const t = tenant.id;
-        const WINDOW = 300_000;
-        expect(await store.stepUpState({ tenantId: t })).toEqual({
-          lastStep: null,
-          failures: 0,
-          failuresSince: null,
+      for (const who of ['tenant', 'operator'] as const)
+        test(`step-up state (${who}): each TOTP step accepted once, tries counted first and capped per window`, async () => {
+          const { tenant } = await newTenant();
+          // The operator's state (tenantId null) is its own: a tenant's tries and accepts never touch it.
+          const t = who === 'tenant' ? tenant.id : null;
+          const WINDOW = 300_000;
+          expect(await store.stepUpState({ tenantId: t })).toEqual({
+            lastStep: null,
+            failures: 0,
+            failuresSince: null,
+          });
+          expect(await store.stepUpState({ tenantId: id('tenant') })).toBeNull();
+          const other = who === 'tenant' ? null : tenant.id;
+          const otherBefore = await store.stepUpState({ tenantId: other });
+          // Concurrent tries (a PostgreSQL pool runs them at once): exactly the budget is counted.
+          const charge = (now: number) => store.stepUpCharge({ tenantId: t, now, windowMs: WINDOW, max: 5 });
+          const tries = await Promise.all(Array.from({ length: 12 }, () => charge(NOW)));
+          expect(tries.filter(Boolean)).toHaveLength(5);
+          expect(await store.stepUpState({ tenantId: t })).toEqual({
+            lastStep: null,
+            failures: 5,
+            failuresSince: NOW,
+          });
+          expect(await charge(NOW + WINDOW - 1)).toBe(false);
+          // A new window counts from one again.
+          expect(await charge(NOW + WINDOW)).toBe(true);
+          expect(await store.stepUpState({ tenantId: t })).toMatchObject({
+            failures: 1,
+            failuresSince: NOW + WINDOW,
+          });
+          // Concurrent accepts of one step: one wins; an older step never; a newer one does. A win clears the count.
+          const accepts = await Promise.all(
+            Array.from({ length: 6 }, () => store.stepUpAccept({ tenantId: t, step: 100 })),
+          );
+          expect(accepts.filter(Boolean)).toHaveLength(1);
+          expect(await store.stepUpState({ tenantId: t })).toEqual({
+            lastStep: 100,
+            failures: 0,
+            failuresSince: null,
+          });
+          expect(await store.stepUpAccept({ tenantId: t, step: 99 })).toBe(false);
+          expect(await store.stepUpAccept({ tenantId: t, step: 101 })).toBe(true);
+          expect(await store.stepUpAccept({ tenantId: id('tenant'), step: 1 })).toBe(false);
+          expect(
+            await store.stepUpCharge({ tenantId: id('tenant'), now: NOW, windowMs: WINDOW, max: 5 }),
+          ).toBe(false);
+          // The tenant record itself, and the other party's step-up state, are unchanged by all this.
+          expect(await store.tenantGet({ id: tenant.id })).toEqual(tenant);
+          expect(await store.stepUpState({ tenantId: other })).toEqual(otherBefore);
         });
-        expect(await store.stepUpState({ tenantId: id('tenant') })).toBeNull();
-        // Concurrent tries (a PostgreSQL pool runs them at once): exactly the budget is counted.
-        const charge = (now: number) => store.stepUpCharge({ tenantId: t, now, windowMs: WINDOW, max: 5 });
-        const tries = await Promise.all(Array.from({ length: 12 }, () => charge(NOW)));
-        expect(tries.filter(Boolean)).toHaveLength(5);
-        expect(await store.stepUpState({ tenantId: t })).toEqual({
-          lastStep: null,
-          failures: 5,
-          failuresSince: NOW,
-        });
-        expect(await charge(NOW + WINDOW - 1)).toBe(false);
-        // A new window counts from one again.
-        expect(await charge(NOW + WINDOW)).toBe(true);
-        expect(await store.stepUpState({ tenantId: t })).toMatchObject({
-          failures: 1,
-          failuresSince: NOW + WINDOW,
-        });
-        // Concurrent accepts of one step: one wins; an older step never; a newer one does. A win clears the count.
-        const accepts = await Promise.all(
-          Array.from({ length: 6 }, () => store.stepUpAccept({ tenantId: t, step: 100 })),
-        );
-        expect(accepts.filter(Boolean)).toHaveLength(1);
-        expect(await store.stepUpState({ tenantId: t })).toEqual({
-          lastStep: 100,
-          failures: 0,
-          failuresSince: null,
-        });
-        expect(await store.stepUpAccept({ tenantId: t, step: 99 })).toBe(false);
-        expect(await store.stepUpAccept({ tenantId: t, step: 101 })).toBe(true);
-        expect(await store.stepUpAccept({ tenantId: id('tenant'), step: 1 })).toBe(false);
-        expect(await store.stepUpCharge({ tenantId: id('tenant'), now: NOW, windowMs: WINDOW, max: 5 })).toBe(
-          false,
-        );
-        // The tenant record itself is unchanged by all this.
-        expect(await store.tenantGet({ id: t })).toEqual(tenant);
-      });
 
       test('tenantList pages newest first with a cursor', async () => {
         const ids: string[] = [];

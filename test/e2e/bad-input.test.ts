@@ -352,11 +352,11 @@ const CASES: Case[] = [
     code: 'not_found',
   },
   {
-    name: 'delete unknown tenant',
+    name: 'delete a tenant without the operator step-up',
     method: 'DELETE',
     url: '/v1/tenants/ten_00000000000000000000000000',
-    status: 404,
-    code: 'not_found',
+    status: 403,
+    code: 'step_up_required',
   },
   { name: 'unknown route', method: 'GET', url: '/v1/nothing-here', status: 404, code: 'route_not_found' },
   {

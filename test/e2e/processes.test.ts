@@ -334,12 +334,29 @@ describe('CLI', () => {
     expect(statSync(stored).mode & 0o777).toBe(0o600);
     expect((await http(first.url, { path: '/v1/tenants', token })).status).toBe(200);
     expect((await http(first.url, { path: '/v1/tenants', token: 'hka_wrong' })).status).toBe(401);
+    // The operator's step-up seed, printed once and kept beside the token: its code deletes a tenant.
+    const seedText = /Operator step-up seed[^\n]*\n\n {2}([A-Z2-7]+)\n/.exec(first.stdout)?.[1];
+    expect(seedText).toMatch(/^[A-Z2-7]{32}$/);
+    const seedFile = join(dataDir, 'admin-totp-seed');
+    expect(readFileSync(seedFile, 'utf8').trim().replace(/=+$/, '')).toBe(seedText);
+    expect(statSync(seedFile).mode & 0o777).toBe(0o600);
+    const doomed = await http(first.url, { path: '/v1/tenants', token, body: { name: 'doomed' } });
+    const totp = totpCode(base32Decode(seedText!), Date.now());
+    const stepUp = await http(first.url, { path: '/v1/auth/step-up', token, body: { totp } });
+    expect(stepUp.status).toBe(200);
+    const deleted = await http(first.url, {
+      method: 'DELETE',
+      path: `/v1/tenants/${doomed.body.id}`,
+      token,
+      headers: { 'x-step-up-token': stepUp.body.token },
+    });
+    expect(deleted.status).toBe(204);
     expect(await first.kill('SIGTERM')).toEqual({ code: 0, signal: null });
     // The token must not leak into logs on the way out either.
     expect(first.stderr).not.toContain(token);
 
     const second = await spawnHookrail({ env, name: 'second start' });
-    expect(second.stdout).not.toMatch(/hka_|Operator token/);
+    expect(second.stdout).not.toMatch(/hka_|Operator token|step-up seed/);
     const tenant = await http(second.url, { path: '/v1/tenants', token, body: { name: 'after restart' } });
     expect(tenant.status).toBe(201);
     // A third process on the same SQLite data directory is refused while the second runs (it would take back the

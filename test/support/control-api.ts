@@ -11,6 +11,8 @@ import { TenantDirectory } from '../../src/app/tenant-directory.ts';
 import type { Store } from '../../src/ports/store.ts';
 
 export const OPERATOR_TOKEN = 'operator-token';
+/** The operator's step-up TOTP seed (20 bytes of 7). */
+export const OPERATOR_TOTP_SEED = Buffer.alloc(20, 7);
 
 export function controlApiDeps(store: Store, overrides: Partial<ApiDeps> = {}): ApiDeps {
   const now = () => systemClock.now();
@@ -19,6 +21,7 @@ export function controlApiDeps(store: Store, overrides: Partial<ApiDeps> = {}): 
     clock: systemClock,
     random: systemRandom,
     keys: createLocalKeyService({ masterKey: Buffer.alloc(32) }),
+    operatorTotpSeed: OPERATOR_TOTP_SEED,
     auth: new Authenticator({ store, now, operatorToken: OPERATOR_TOKEN, cacheMs: 0 }),
     tenants: new TenantDirectory({ store, now, cacheMs: 0 }),
     committer: null,

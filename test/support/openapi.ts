@@ -17,6 +17,7 @@ export async function generateOpenApi(): Promise<unknown> {
     clock: systemClock,
     random: systemRandom,
     keys: createLocalKeyService({ masterKey: Buffer.alloc(32) }),
+    operatorTotpSeed: Buffer.alloc(20),
     auth: new Authenticator({ store, now, operatorToken: 'unused', cacheMs: 0 }),
     tenants: new TenantDirectory({ store, now, cacheMs: 0 }),
     committer: new GroupCommitter({ store, now, idempotencyWindowMs: 1, maxBatch: 1, maxInFlight: 1 }),

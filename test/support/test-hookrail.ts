@@ -12,6 +12,7 @@ import { createSqliteStore } from '../../src/adapters/sqlite/sqlite-store.ts';
 import type { AuditActor } from '../../src/app/audit.ts';
 import { type Hookrail, startHookrail } from '../../src/bootstrap/start.ts';
 import { loadConfig, type Role } from '../../src/config/config.ts';
+import { base32Encode, totpCode } from '../../src/domain/totp.ts';
 import type { Clock } from '../../src/ports/clock.ts';
 import type { Store } from '../../src/ports/store.ts';
 import { openApiMismatch } from './openapi-check.ts';
@@ -21,6 +22,22 @@ export type StoreKind = 'sqlite' | 'postgres';
 export const STORE_KINDS: StoreKind[] = ['sqlite', 'postgres'];
 
 export const ADMIN_TOKEN = 'hka_test_operator_token';
+/** The operator's step-up TOTP seed of createTestApp's instances (20 bytes of 9). */
+export const ADMIN_TOTP_SEED = Buffer.alloc(20, 9);
+
+/**
+ * An operator step-up token from `t` (for deleting a tenant), with the code of `nowMs` (the app's clock). Each TOTP
+ * step is accepted once: a second call within the same 30 s step needs a later `nowMs`.
+ */
+export async function operatorStepUp(t: TestApp, nowMs = Date.now()): Promise<string> {
+  const r = await t.request({
+    method: 'POST',
+    url: '/v1/auth/step-up',
+    body: { totp: totpCode(ADMIN_TOTP_SEED, nowMs) },
+  });
+  if (r.status !== 200) throw new Error(`operator step-up: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.token;
+}
 
 /** A tenant's key as the author of a change made by calling a use case directly (its audit record's actor). */
 export const asTenant = (tenantId: string): AuditActor => ({
@@ -82,6 +99,7 @@ export async function createTestApp(
   const config = loadConfig({
     HOOKRAIL_DATA_DIR: dataDir,
     HOOKRAIL_ADMIN_TOKEN: ADMIN_TOKEN,
+    HOOKRAIL_ADMIN_TOTP_SEED: base32Encode(ADMIN_TOTP_SEED),
     HOOKRAIL_ROLES: (opts.roles ?? ['intake', 'control']).join(','),
     HOOKRAIL_AUTH_CACHE_MS: '0',
     ...opts.env,

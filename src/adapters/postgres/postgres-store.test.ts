@@ -46,6 +46,7 @@ describe('migrations', () => {
         'fanout_pending',
         'idempotency_keys',
         'notifications',
+        'operator_step_up',
         'schema_migrations',
         'tenants',
       ]);

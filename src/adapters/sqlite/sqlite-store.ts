@@ -52,16 +52,30 @@ const stepUpStateFromRow = (r: Row): StepUpState => ({
   failures: r.totp_failures as number,
   failuresSince: (r.totp_failures_since as number | null) ?? null,
 });
-const STEP_UP_ACCEPT = `UPDATE tenants SET totp_last_step = :step, totp_failures = 0, totp_failures_since = NULL
-  WHERE id = :tenantId AND deleted_at IS NULL AND (totp_last_step IS NULL OR totp_last_step < :step)`;
+/** Whose step-up row: a live tenant's, or (no tenant) the operator's (migration 0021). */
+const stepUpRow = (tenantId: string | null) =>
+  tenantId === null
+    ? { table: 'operator_step_up', where: 'id = 1' }
+    : { table: 'tenants', where: 'id = :tenantId AND deleted_at IS NULL' };
+const stepUpAcceptSql = (tenantId: string | null) => {
+  const { table, where } = stepUpRow(tenantId);
+  return `UPDATE ${table} SET totp_last_step = :step, totp_failures = 0, totp_failures_since = NULL
+    WHERE ${where} AND (totp_last_step IS NULL OR totp_last_step < :step)`;
+};
 // Every SET expression reads the row as it was, so both see the same window.
-const STEP_UP_CHARGE = `UPDATE tenants
-  SET totp_failures = CASE WHEN totp_failures_since IS NULL OR :now - totp_failures_since >= :windowMs
-                           THEN 1 ELSE totp_failures + 1 END,
-      totp_failures_since = CASE WHEN totp_failures_since IS NULL OR :now - totp_failures_since >= :windowMs
-                                 THEN :now ELSE totp_failures_since END
-  WHERE id = :tenantId AND deleted_at IS NULL
-    AND (totp_failures_since IS NULL OR :now - totp_failures_since >= :windowMs OR totp_failures < :max)`;
+const stepUpChargeSql = (tenantId: string | null) => {
+  const { table, where } = stepUpRow(tenantId);
+  return `UPDATE ${table}
+    SET totp_failures = CASE WHEN totp_failures_since IS NULL OR :now - totp_failures_since >= :windowMs
+                             THEN 1 ELSE totp_failures + 1 END,
+        totp_failures_since = CASE WHEN totp_failures_since IS NULL OR :now - totp_failures_since >= :windowMs
+                                   THEN :now ELSE totp_failures_since END
+    WHERE ${where}
+      AND (totp_failures_since IS NULL OR :now - totp_failures_since >= :windowMs OR totp_failures < :max)`;
+};
+/** Named parameters: the tenant's id only where the statement has one. */
+const withTenant = <T extends object>(tenantId: string | null, p: T) =>
+  tenantId === null ? p : { ...p, tenantId };
 
 const keyFromRow = (r: Row): ApiKeyRecord => ({
   id: r.id as string,
@@ -264,16 +278,18 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
       }),
     stepUpState: ({ tenantId }) =>
       guard(() => {
+        const { table, where } = stepUpRow(tenantId);
         const r = st(
-          `SELECT totp_last_step, totp_failures, totp_failures_since FROM tenants
-            WHERE id = ? AND deleted_at IS NULL`,
-        ).get(tenantId) as Row | undefined;
+          `SELECT totp_last_step, totp_failures, totp_failures_since FROM ${table} WHERE ${where}`,
+        ).get(withTenant(tenantId, {})) as Row | undefined;
         return r ? stepUpStateFromRow(r) : null;
       }),
     stepUpAccept: ({ tenantId, step }) =>
-      guard(() => st(STEP_UP_ACCEPT).run({ tenantId, step }).changes === 1),
+      guard(() => st(stepUpAcceptSql(tenantId)).run(withTenant(tenantId, { step })).changes === 1),
     stepUpCharge: ({ tenantId, now, windowMs, max }) =>
-      guard(() => st(STEP_UP_CHARGE).run({ tenantId, now, windowMs, max }).changes === 1),
+      guard(
+        () => st(stepUpChargeSql(tenantId)).run(withTenant(tenantId, { now, windowMs, max })).changes === 1,
+      ),
     tenantList: ({ limit, cursor }) =>
       guard(() => {
         const rows = (

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { type Principal, requireOperator } from '../../app/auth.ts';
 import { createTenant, replaceTenantKey } from '../../app/manage-tenants.ts';
-import { requireStepUp } from '../../app/step-up.ts';
+import { requireStepUp, STEP_UP_HEADER } from '../../app/step-up.ts';
 import { ApiError } from '../../domain/errors.ts';
 import type { ApiDeps } from '../build-api.ts';
 import { bodyOptional, EmptyBody, StepUpHeaders } from '../control-schemas.ts';
@@ -122,7 +122,10 @@ export const tenantRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
     '/v1/tenants/:id',
     {
       schema: {
-        summary: 'Delete a tenant (operator): its keys stop working and delivery stops at once',
+        summary: 'Delete a tenant (operator, with step-up): its keys stop working and delivery stops at once',
+        description:
+          "An elevated action: without a fresh operator step-up token (`POST /v1/auth/step-up` with the operator's " +
+          'TOTP code) in `X-Step-Up-Token` it answers 403 `step_up_required` and changes nothing.',
         tags: ['tenants'],
         params: IdParams,
         response: { 204: { type: 'null' }, ...errorResponses(401, 403, 404) },
@@ -130,6 +133,7 @@ export const tenantRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
     },
     async (req, reply) => {
       requireOperator(req.principal);
+      requireStepUp(deps, null, req.headers[STEP_UP_HEADER]);
       const deleted = await deps.store.tenantDelete({ id: req.params.id, now: deps.clock.now() });
       if (!deleted) throw new ApiError('not_found');
       deps.tenants.forget(req.params.id);
