@@ -210,6 +210,17 @@ describe.each(STORE_KINDS)('API on %s', (kind) => {
     expect(operator).toMatch(/^su1\.operator\./);
     expect((await deleteDoomed(operator)).status).toBe(204);
     expect((await deleteDoomed(operator)).status).toBe(404);
+    // Recorded in the deleted tenant's trail, as the operator's, and readable by the operator.
+    const trail = await t.request({ method: 'GET', url: '/v1/audit-events?limit=500' });
+    const deletions = trail.body.data.filter((e: { action: string }) => e.action === 'tenant.deleted');
+    expect(deletions).toEqual([
+      expect.objectContaining({
+        tenant_id: doomed.body.id,
+        actor: 'operator',
+        target_type: 'tenant',
+        target_id: doomed.body.id,
+      }),
+    ]);
     const afterDelete = await t.request({ method: 'GET', url: '/v1/events', token: doomed.body.tenant_key });
     expect(afterDelete.status).toBe(401);
     const send = await t.request({

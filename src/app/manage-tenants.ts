@@ -100,3 +100,20 @@ export async function replaceTenantKey(deps: ManageDeps, by: Principal, tenantId
   if (!replaced) throw new ApiError('tenant_not_found');
   return { record: key, key: generated.key };
 }
+
+/**
+ * DELETE /v1/tenants/:id (the operator, with step-up): the deletion and its audit record `tenant.deleted`, in one
+ * transaction. The record stays in the deleted tenant's trail, which the operator reads (GET /v1/audit-events).
+ */
+export async function deleteTenant(deps: ManageDeps, by: Principal, tenantId: string): Promise<void> {
+  const deleted = await deps.store.tenantDelete({
+    id: tenantId,
+    now: deps.clock.now(),
+    audit: auditOf(
+      deps,
+      { tenantId, principal: by },
+      { action: 'tenant.deleted', targetType: 'tenant', targetId: tenantId },
+    ),
+  });
+  if (!deleted) throw new ApiError('not_found');
+}

@@ -118,7 +118,7 @@ export interface Store extends DeliveryStore, OperationsStore {
    * Marks the tenant deleted, revokes its keys, deletes its endpoints and cancels their pending deliveries, in one
    * transaction: once acknowledged, no new attempt starts (ADR-16). False when absent or already deleted.
    */
-  tenantDelete(p: { id: string; now: number }): Promise<boolean>;
+  tenantDelete(p: { id: string; now: number; audit?: AuditOf<void> }): Promise<boolean>;
 
   /**
    * Null when the tenant is absent or deleted. The three step-up methods take `tenantId` null for the operator's

@@ -24,6 +24,7 @@ import {
   type TenantRecord,
 } from '../../ports/store.ts';
 import { API_KEY_COLUMNS, createPostgresTenantKeys, insertApiKey } from './api-keys.ts';
+import { writeAudit } from './audit.ts';
 import { createPostgresDeliveryStore, lockTenantGate } from './delivery-store.ts';
 import { BULK_DEADLINE_TX } from './endpoints-store.ts';
 import { EVENT_COLUMNS, type EventRow, insertEventBatch, toEvent } from './event-batch.ts';
@@ -375,7 +376,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
       return toPage(res.rows, limit, toTenant);
     },
 
-    async tenantDelete({ id, now }) {
+    async tenantDelete({ id, now, audit }) {
       return tx(async (c) => {
         // The fan-out gate first (fair against a stream of fan-outs), then the delivery plane's lock order.
         await lockTenantGate(c, id);
@@ -410,6 +411,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
              AND tenant_id = $1 AND status = 'pending'`,
           [id, now],
         );
+        await writeAudit(c, audit, undefined);
         return true;
       }, BULK_DEADLINE_TX);
     },

@@ -301,7 +301,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
         ) as Row[];
         return page(rows.map(tenantFromRow), limit);
       }),
-    tenantDelete: ({ id, now }) =>
+    tenantDelete: ({ id, now, audit }) =>
       guard(() =>
         db.transaction(() => {
           const res = st('UPDATE tenants SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL').run(
@@ -319,6 +319,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
              WHERE endpoint_id IN (SELECT id FROM endpoints WHERE tenant_id = ?)`,
           ).run(id);
           st('UPDATE endpoints SET deleted_at = ? WHERE tenant_id = ? AND deleted_at IS NULL').run(now, id);
+          writeAudit(st, audit, undefined);
           return true;
         })(),
       ),

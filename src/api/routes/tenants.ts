@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { type Principal, requireOperator } from '../../app/auth.ts';
-import { createTenant, replaceTenantKey } from '../../app/manage-tenants.ts';
+import { createTenant, deleteTenant, replaceTenantKey } from '../../app/manage-tenants.ts';
 import { requireStepUp, STEP_UP_HEADER } from '../../app/step-up.ts';
 import { ApiError } from '../../domain/errors.ts';
 import type { ApiDeps } from '../build-api.ts';
@@ -134,8 +134,7 @@ export const tenantRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
     async (req, reply) => {
       requireOperator(req.principal);
       requireStepUp(deps, null, req.headers[STEP_UP_HEADER]);
-      const deleted = await deps.store.tenantDelete({ id: req.params.id, now: deps.clock.now() });
-      if (!deleted) throw new ApiError('not_found');
+      await deleteTenant(deps, req.principal, req.params.id);
       deps.tenants.forget(req.params.id);
       deps.auth.forgetAll();
       return reply.status(204).send();

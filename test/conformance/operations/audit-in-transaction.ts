@@ -130,6 +130,12 @@ const CHANGES: Change[] = [
     refused: (s, c, audit) => s.endpointDelete({ id: id('endpoint'), tenantId: c.tenantId, now: AT, audit }),
   },
   {
+    name: 'tenantDelete',
+    setup: withPending,
+    run: (s, c, audit) => s.tenantDelete({ id: c.tenantId, now: AT, audit }),
+    refused: (s, c, audit) => s.tenantDelete({ id: id('tenant'), now: AT, audit }),
+  },
+  {
     name: 'endpointSetStatus',
     setup: withPending,
     run: (s, c, audit) =>
