@@ -25,6 +25,7 @@ import type { Store } from '../ports/store.ts';
 import { type AuditActor, auditOf } from './audit.ts';
 import type { Principal } from './auth.ts';
 import type { EndpointStatsCache } from './endpoint-stats-cache.ts';
+import { requireStepUp, type StepUpDeps } from './step-up.ts';
 
 const HOUR = 3_600_000;
 
@@ -378,9 +379,13 @@ export const TEST_EVENT_TYPE = 'hookrail.test';
 /**
  * POST /v1/endpoints/:id/test: an event recorded for this endpoint alone and delivered to it through the normal
  * delivery path (signed, retried, in the attempt log), whatever its subscriptions; no other endpoint receives it.
+ *
+ * A type of the caller's choosing is an elevated action (a fresh step-up token): the request is signed with the
+ * secrets the receiver trusts, so with a tenant key alone (a stolen one, say) anyone could have the receiver accept a
+ * signed `invoice.paid` of their own making. The default type, whatever its data, announces itself as a test.
  */
 export async function sendTestEvent(
-  deps: OperationsDeps,
+  deps: OperationsDeps & Pick<StepUpDeps, 'keys'>,
   principal: Principal,
   tenantId: string,
   id: string,
@@ -389,8 +394,12 @@ export async function sendTestEvent(
     data?: Record<string, unknown> | undefined;
     /** The `data` member's text exactly as sent (what is stored and delivered), when `data` was given. */
     dataText?: string | null | undefined;
+    stepUpToken?: string | string[] | undefined;
   },
 ) {
+  if (input.type !== undefined && input.type !== TEST_EVENT_TYPE) {
+    requireStepUp(deps, tenantId, input.stepUpToken);
+  }
   const data = input.data ?? { message: 'A test event from Hookrail.', endpoint_id: id };
   const dataText = (input.data !== undefined ? input.dataText : null) ?? JSON.stringify(data);
   checkDataDepth(dataText);

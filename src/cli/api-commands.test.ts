@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, childEnv } from '../../test/support/hookrail-process.ts';
 import { ADMIN_TOKEN, createTestApp, type TestApp } from '../../test/support/test-hookrail.ts';
 import { waitFor } from '../../test/support/wait.ts';
+import { base32Decode, totpCode } from '../domain/totp.ts';
 import { runTool } from './dispatch.ts';
 import type { CliIo } from './io.ts';
 
@@ -59,6 +60,7 @@ async function cli(
 describe('hookrail tenants, producer-keys, endpoints, events, replay', () => {
   let tenantId: string;
   let tenantKey: string;
+  let tenantSeed: Buffer;
   let producerKey: string;
   let endpointId: string;
 
@@ -78,6 +80,7 @@ describe('hookrail tenants, producer-keys, endpoints, events, replay', () => {
     expect(tenant.code, tenant.err).toBe(0);
     tenantId = tenant.json.id;
     tenantKey = tenant.json.tenant_key;
+    tenantSeed = base32Decode(tenant.json.step_up.totp_seed);
     expect(tenantKey).toMatch(/^hkt_/);
     const listed = await cli(['tenants', 'list', '--token', ADMIN_TOKEN]);
     expect(listed.json.data.map((x: { id: string }) => x.id)).toContain(tenantId);
@@ -118,7 +121,12 @@ describe('hookrail tenants, producer-keys, endpoints, events, replay', () => {
     expect(rotated.code, rotated.err).toBe(0);
     expect(rotated.json.secret).toMatch(/^whsec_/);
     expect(rotated.json.previous.id).toBe(ep.json.secret.id);
-    const test = await cli(['endpoints', 'test', endpointId, '--type', 'order.tested', '--token', tenantKey]);
+    // A type of one's own is an elevated action: refused without --totp, sent with the authenticator's code.
+    const testType = ['endpoints', 'test', endpointId, '--type', 'order.tested', '--token', tenantKey];
+    const refused = await cli(testType);
+    expect(refused.code).toBe(1);
+    expect(refused.err).toMatch(/step_up_required/);
+    const test = await cli([...testType, '--totp', totpCode(tenantSeed, Date.now())]);
     expect(test.code, test.err).toBe(0);
     expect(test.json.event.type).toBe('order.tested');
 

@@ -23,7 +23,8 @@ export const API_USAGE = `  hookrail tenants create --name <name>               
   hookrail producer-keys create --name <name>                        (operator token)
   hookrail endpoints create --url <url> [--event-types 'order.*,refund.created'] [--description <text>]
                             [--max-concurrency 10] [--ordering none|endpoint|resource]   (tenant key)
-  hookrail endpoints list | get <id> | health <id> | backlog <id> | disable <id> | test <id> [--type <type>]
+  hookrail endpoints list | get <id> | health <id> | backlog <id> | disable <id>
+  hookrail endpoints test <id> [--type <type> --totp <code>] [--data <json>]   (a type of one's own: with step-up)
   hookrail endpoints enable <id> --backlog deliver|skip|resume_from [--resume-from <ISO time>]
   hookrail endpoints rotate-secret <id> [--overlap-seconds 604800]      (the new secret is shown once)
   hookrail events send --tenant <ten_…> --type <type> [--data <json> | --data @file | --data -]
@@ -173,6 +174,7 @@ async function endpointAction(sub: string, rest: string[], io: CliIo): Promise<n
       'resume-from': { type: 'string' },
       type: { type: 'string' },
       data: { type: 'string' },
+      totp: { type: 'string' },
       'overlap-seconds': { type: 'string' },
     },
     1,
@@ -190,7 +192,17 @@ async function endpointAction(sub: string, rest: string[], io: CliIo): Promise<n
   } else if (sub === 'test') {
     const fields = values.type === undefined ? {} : { type: str(values.type) };
     const body = values.data === undefined ? fields : withData(fields, await readData(str(values.data), io));
-    print(io, await call(t, 'POST', `${path}/test`, body));
+    // A type of one's choosing is an elevated action: `--totp` is the current code of the tenant's authenticator,
+    // traded for a step-up token first.
+    const code = str(values.totp);
+    const headers: Record<string, string> =
+      code === undefined
+        ? {}
+        : {
+            'x-step-up-token': (await call<{ token: string }>(t, 'POST', '/v1/auth/step-up', { totp: code }))
+              .token,
+          };
+    print(io, await call(t, 'POST', `${path}/test`, body, headers));
   } else {
     const overlap = integer(values, 'overlap-seconds');
     print(

@@ -4,6 +4,7 @@
  * decides when retries are due; the network, the database and the loops are real.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { base32Decode, totpCode } from '../../src/domain/totp.ts';
 import { FakeClock } from '../support/fake-clock.ts';
 import { Receiver } from '../support/receiver.ts';
 import { createTestApp, STORE_KINDS, type TestApp } from '../support/test-hookrail.ts';
@@ -16,7 +17,7 @@ describe.each(STORE_KINDS)('delivery on %s', (kind) => {
   let t: TestApp;
   let receiver: Receiver;
   const clock = new FakeClock(Date.now());
-  let tenant: { id: string; tenant_key: string };
+  let tenant: { id: string; tenant_key: string; step_up: { totp_seed: string } };
 
   beforeAll(async () => {
     receiver = await Receiver.start();
@@ -270,12 +271,26 @@ describe.each(STORE_KINDS)('delivery on %s', (kind) => {
     expect(got!.headers['webhook-id']).toBe(res.body.delivery.webhook_id);
     await waitFor(async () => (await deliveries(ep.id))[0]?.status === 'delivered');
     // A type and data of the caller's choosing; the endpoint need not subscribe to it, and nobody else gets it.
-    const custom = await t.request({
+    // Signed with the secrets the receiver trusts, so the tenant key alone is not enough: a fresh step-up is.
+    const customTest = (headers: Record<string, string> = {}) =>
+      t.request({
+        method: 'POST',
+        url: `/v1/endpoints/${ep.id}/test`,
+        token: tenant.tenant_key,
+        headers,
+        body: { type: 'invoice.paid', data: { amount: 42 } },
+      });
+    const unconfirmed = await customTest();
+    expect(unconfirmed.status).toBe(403);
+    expect(unconfirmed.body.error.code).toBe('step_up_required');
+    const stepUp = await t.request({
       method: 'POST',
-      url: `/v1/endpoints/${ep.id}/test`,
+      url: '/v1/auth/step-up',
       token: tenant.tenant_key,
-      body: { type: 'invoice.paid', data: { amount: 42 } },
+      body: { totp: totpCode(base32Decode(tenant.step_up.totp_seed), clock.now()) },
     });
+    expect(stepUp.status).toBe(200);
+    const custom = await customTest({ 'x-step-up-token': stepUp.body.token });
     expect(custom.status).toBe(202);
     await waitFor(() => receiver.received('/tested').length === 2);
     expect(JSON.parse(receiver.received('/tested')[1]!.body.toString())).toMatchObject({

@@ -19,6 +19,7 @@ import {
 } from '../../app/endpoint-operations.ts';
 import { EndpointStatsCache } from '../../app/endpoint-stats-cache.ts';
 import { requireTenant } from '../../app/manage-endpoints.ts';
+import { STEP_UP_HEADER } from '../../app/step-up.ts';
 import type { SeriesWindow } from '../../domain/endpoint-series.ts';
 import { ApiError } from '../../domain/errors.ts';
 import { rawJsonMember } from '../../domain/raw-json-member.ts';
@@ -213,7 +214,10 @@ const auditJson = (a: AuditRecord) => ({
 });
 
 export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) => {
-  const deps: OperationsDeps = { ...api, statsCache: api.statsCache ?? new EndpointStatsCache() };
+  const deps: OperationsDeps & Pick<ApiDeps, 'keys'> = {
+    ...api,
+    statsCache: api.statsCache ?? new EndpointStatsCache(),
+  };
 
   app.get<{ Params: { id: string } }>(
     '/v1/endpoints/:id/health',
@@ -389,7 +393,9 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
           "Records an event for this endpoint only and creates its delivery at once: signed with the endpoint's " +
           'secrets, retried on the schedule and recorded attempt by attempt like any other; follow it at ' +
           '`GET /v1/deliveries/:id`. The endpoint receives it whatever it subscribes to; no other endpoint does. ' +
-          'A disabled endpoint answers 409. The body is optional.',
+          'A disabled endpoint answers 409. The body is optional. A `type` other than `hookrail.test` is an ' +
+          'elevated action (403 `step_up_required` without a fresh step-up token in `X-Step-Up-Token`): the ' +
+          'request is signed with the secrets the receiver trusts.',
         tags: ['failure-handling'],
         params: IdParams,
         body: TestEventRequest,
@@ -404,6 +410,7 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
       const { event, delivery } = await sendTestEvent(deps, req.principal, tenantId, req.params.id, {
         ...req.body,
         dataText,
+        stepUpToken: req.headers[STEP_UP_HEADER],
       });
       return reply.status(202).send({
         event: { id: event.id, type: event.type, created_at: iso(event.createdAt) },
