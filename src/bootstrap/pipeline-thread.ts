@@ -77,6 +77,8 @@ export async function startPipelineThread(deps: {
       resourceLimits: { maxYoungGenerationSizeMb: PIPELINE_YOUNG_GENERATION_MB },
     },
   );
+  // Read now: once the thread has exited, worker.threadId is -1.
+  const workerThreadId = worker.threadId;
   let stopping = false;
   let failed = false;
   const fail = (err: unknown) => {
@@ -112,6 +114,8 @@ export async function startPipelineThread(deps: {
       fail(err);
     });
     worker.on('exit', (code) => {
+      // A thread that ended in the middle of its turn left the write lock held; nothing else would free it.
+      deps.lock.releaseIfHeldBy(workerThreadId);
       stopped();
       if (!stopping) {
         const err = new Error(`pipeline thread exited (code ${code})`);

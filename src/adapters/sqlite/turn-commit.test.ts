@@ -186,4 +186,30 @@ describe.each([
     expect(committed()).toEqual(['a', 'b']);
     await other.terminate();
   });
+
+  it("a lock held far past any turn (the other thread died in its transaction) fails the turn's jobs together", async () => {
+    const shared = createWriteLock(undefined, { acquireDeadlineMs: 150 });
+    let waits = 0;
+    const lock = {
+      ...shared,
+      acquire: () => {
+        waits++;
+        shared.acquire();
+      },
+    };
+    const other = new Worker(HOLD_LOCK, { eval: true, workerData: { lock: lock.buffer, ms: 10_000 } });
+    await new Promise((resolve) => other.once('message', resolve)); // held
+    const turn = createTurnCommit(db, { ...(offLoop ? { walFile: `${file}-wal` } : {}), lock });
+    const jobs = [turn.submit(() => insert('a')), turn.submit(() => insert('b'))];
+    const outcomes = await Promise.allSettled(jobs);
+    expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected']);
+    expect(String((outcomes[0] as PromiseRejectedResult).reason)).toMatch(/write lock has been held/);
+    // Once, not once more per job: the deadline is waited out a single time.
+    expect(waits).toBe(1);
+    expect(committed()).toEqual([]);
+    other.postMessage('release');
+    await expect(turn.submit(() => insert('c'))).resolves.toBe(1);
+    expect(committed()).toEqual(['c']);
+    await other.terminate();
+  });
 });

@@ -137,9 +137,16 @@ export function createTurnCommit(db: Database.Database, opts: TurnCommitOptions 
     let results: unknown[];
     let wrote = true;
     try {
+      opts.lock?.acquire();
+    } catch (err) {
+      // The other thread holds the lock far past any turn (it died or hangs in its transaction): every job fails
+      // with that, at once, instead of each waiting out the deadline again alone.
+      for (const job of jobs) job.reject(err);
+      return;
+    }
+    try {
       // Not a prepared statement kept for reuse: SQLite applies this pragma when it compiles it, not when it runs.
       if (walFile) db.pragma('synchronous = NORMAL');
-      opts.lock?.acquire();
       try {
         const before = walFile ? (totalChanges.get() as number) : 0;
         results = runAll.immediate(jobs);

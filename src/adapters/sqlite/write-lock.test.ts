@@ -79,4 +79,37 @@ describe('write lock (between threads)', () => {
     expect(settled).toBe(true);
     expect(lock.held()).toBe(false);
   });
+
+  it('acquire() gives up after its deadline instead of blocking the thread for ever', () => {
+    const lock = createWriteLock();
+    const other = createWriteLock(lock.buffer);
+    other.acquire();
+    const started = Date.now();
+    expect(() => lock.acquire(120)).toThrow(/write lock has been held by thread \d+ for 120 ms/);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(120);
+    other.release();
+    lock.acquire();
+    lock.release();
+  });
+
+  it("a thread that exited holding the lock: releaseIfHeldBy(its id) frees it, and only that thread's", async () => {
+    const lock = createWriteLock();
+    const worker = new Worker(
+      `const { workerData, threadId, parentPort } = require('node:worker_threads');
+       const cell = new Int32Array(workerData.lock, 0, 1);
+       Atomics.compareExchange(cell, 0, 0, threadId + 1); // takes the lock, as acquire() does, and never releases
+       parentPort.postMessage('held');`,
+      { eval: true, workerData: { lock: lock.buffer } },
+    );
+    const id = worker.threadId;
+    await new Promise((resolve) => worker.once('message', resolve));
+    await new Promise((resolve) => worker.once('exit', resolve));
+    expect(lock.held()).toBe(true);
+    lock.releaseIfHeldBy(id + 1000); // another thread's id: not the holder, nothing changes
+    expect(lock.held()).toBe(true);
+    lock.releaseIfHeldBy(id);
+    expect(lock.held()).toBe(false);
+    lock.acquire(100);
+    lock.release();
+  });
 });
