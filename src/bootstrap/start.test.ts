@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createChildSchema } from '../../test/support/hookrail-process.ts';
+import { captureLog } from '../../test/support/log-capture.ts';
 import { postgresUrl } from '../../test/support/postgres.ts';
 import { StoreInUseError } from '../adapters/sqlite/owner-lock.ts';
 import { type Config, ConfigError, loadConfig } from '../config/config.ts';
@@ -114,5 +115,28 @@ describe.each(['sqlite', 'postgres'] as const)('startHookrail on %s: the master 
     await expect(start(kind === 'sqlite' ? dir : dataDir(), env)).rejects.toThrow(ConfigError);
     // The right key starts.
     await start(dir, { ...env, HOOKRAIL_MASTER_KEY: keyA });
+  });
+});
+
+describe('startHookrail: settings it warns about', () => {
+  it('a lease shorter than twice the attempt deadline is allowed, and said at start', async () => {
+    for (const [leaseMs, warned] of [
+      ['5000', true],
+      ['60000', false],
+    ] as const) {
+      const { logger, lines } = captureLog('warn');
+      const config = loadConfig({
+        HOOKRAIL_DATA_DIR: dataDir(),
+        HOOKRAIL_ADMIN_TOKEN: TOKEN,
+        HOOKRAIL_LEASE_MS: leaseMs,
+      });
+      const h = Object.assign(await startHookrail({ config, logger, listen: false, startWorkers: false }), {
+        config,
+      });
+      running.push(h);
+      const warning = lines.find((l) => String(l.msg).startsWith('HOOKRAIL_LEASE_MS is below'));
+      expect(Boolean(warning), leaseMs).toBe(warned);
+      if (warned) expect(warning).toMatchObject({ leaseMs: 5000, attemptTimeoutMs: 15_000 });
+    }
   });
 });

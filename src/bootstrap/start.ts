@@ -22,6 +22,7 @@ import { totpAad } from '../app/manage-tenants.ts';
 import { TenantDirectory } from '../app/tenant-directory.ts';
 import { type Config, ConfigError, ROLES } from '../config/config.ts';
 import { IDEMPOTENCY_WINDOW_MS } from '../domain/event-rules.ts';
+import { ATTEMPT_TIMEOUT_MS } from '../domain/retry-schedule.ts';
 import type { Clock, Random } from '../ports/clock.ts';
 import type { DestinationChecker, HttpSender } from '../ports/http-sender.ts';
 import type { KeyService } from '../ports/key-service.ts';
@@ -167,6 +168,14 @@ async function assemble(opts: StartOptions): Promise<Hookrail> {
   const roles = new Set(config.roles);
   // The pipeline thread builds its own sender.
   const sends = roles.has('delivery') || roles.has('replay');
+  // Leases are not renewed: one shorter than an attempt can take lets the attempt be leased and sent again while
+  // it still runs. Allowed (tests shorten it to see expiry), but said at start.
+  if (sends && logger && config.leaseMs < 2 * ATTEMPT_TIMEOUT_MS) {
+    logger.warn(
+      { leaseMs: config.leaseMs, attemptTimeoutMs: ATTEMPT_TIMEOUT_MS },
+      'HOOKRAIL_LEASE_MS is below twice the attempt deadline: a slow attempt may be sent again while it still runs',
+    );
+  }
   const sender = opts.sender ?? (sends && !threaded ? createSender(config, clock) : null);
   const tracing = await createTracing(config);
   const metrics = createPromMetrics({
