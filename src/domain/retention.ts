@@ -66,3 +66,24 @@ export interface PruneBatch extends PruneCounts {
 /** Another batch is worth running when the walk has not reached the cutoff or a kind filled its batch. */
 export const pruneMayHaveMore = (b: PruneBatch, limit: number): boolean =>
   b.after !== null || b.attempts >= limit || b.audit >= limit;
+
+/**
+ * Of the events a batch's walk looked at (oldest first), those it deletes with their deliveries: while their
+ * deliveries fit `budget`, and the first whatever its count. An event fans out to every subscribed endpoint, so a
+ * batch bounded by events alone was not bounded: 500 events of a tenant with 2,500 endpoints were 1.25 million rows
+ * in one transaction — past PostgreSQL's statement deadline on every pass (the walk never moved on, and nothing was
+ * pruned again), seconds of SQLite's write lock. `deliveries` counts only what the batch would delete (0 for an
+ * event that is kept). When it stops early, the walk continues after the last event taken.
+ */
+export function withinDeliveryBudget<T extends { deliveries: number }>(
+  seen: readonly T[],
+  budget: number,
+): T[] {
+  let total = 0;
+  let k = 0;
+  for (; k < seen.length; k++) {
+    total += seen[k]!.deliveries;
+    if (k > 0 && total > budget) break;
+  }
+  return seen.slice(0, k);
+}

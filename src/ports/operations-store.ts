@@ -226,9 +226,16 @@ export interface OperationsStore {
    * been fanned out and of whose deliveries none is pending or a dead letter that died at or after
    * `cutoffs.deadLetters` — each with all its deliveries. It also deletes up to `limit` attempts that started before
    * `cutoffs.attempts` and audit records made before `cutoffs.audit`, oldest first. Never races a replay: a delivery
-   * being replayed is not deleted under it.
+   * being replayed is not deleted under it. The events it deletes hold at most `deliveryLimit` deliveries in all
+   * (the first whatever its count: domain/retention.ts withinDeliveryBudget); stopping early, it answers the last
+   * event it took as `after`.
    */
-  retentionPrune(p: { cutoffs: RetentionCutoffs; limit: number; after: string | null }): Promise<PruneBatch>;
+  retentionPrune(p: {
+    cutoffs: RetentionCutoffs;
+    limit: number;
+    deliveryLimit: number;
+    after: string | null;
+  }): Promise<PruneBatch>;
 
   /** A record on its own; changes made through this port write theirs in their transaction (AuditOf). */
   auditAppend(p: { record: AuditRecord }): Promise<void>;

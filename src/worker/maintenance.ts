@@ -39,6 +39,8 @@ const MAIL_RETRY_MAX_MS = 3_600_000;
  * first run on an old database) drains over several passes rather than in one long one.
  */
 const RETENTION_BATCH = 500;
+/** Deliveries a retention batch deletes at most (domain/retention.ts withinDeliveryBudget): tens of milliseconds. */
+const RETENTION_DELIVERY_BATCH = 5_000;
 const RETENTION_MAX_BATCHES = 1_000;
 
 export interface MaintenanceOptions {
@@ -151,6 +153,7 @@ export class Maintenance {
       const batch = await store.retentionPrune({
         cutoffs,
         limit: RETENTION_BATCH,
+        deliveryLimit: RETENTION_DELIVERY_BATCH,
         after: this.retentionAfter,
       });
       this.retentionAfter = batch.after;
@@ -159,6 +162,9 @@ export class Maintenance {
       total.attempts += batch.attempts;
       total.audit += batch.audit;
       if (!pruneMayHaveMore(batch, RETENTION_BATCH)) break;
+      // SQLite's batches run synchronously: without a turn of the event loop between them, the pass held up
+      // leases, completions and requests for its whole budget (seconds with a large backlog).
+      await new Promise((resolve) => setImmediate(resolve));
     }
     if (total.events + total.attempts + total.audit > 0)
       logger?.info(total, 'deleted what outlived its retention');

@@ -10,7 +10,7 @@
  *   simply not there. Fan-out holds the same gates shared, so a tenant's fan-out waits for at most one batch.
  */
 import { idFloor } from '../../domain/ids.ts';
-import type { PruneBatch } from '../../domain/retention.ts';
+import { type PruneBatch, withinDeliveryBudget } from '../../domain/retention.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { cmp, lockTenantGates, type PostgresDeliveryStoreDeps } from './query-helpers.ts';
 
@@ -31,16 +31,27 @@ export function createPostgresRetention({
   tx,
 }: PostgresDeliveryStoreDeps): Pick<OperationsStore, 'retentionPrune'> {
   return {
-    async retentionPrune({ cutoffs: c, limit, after }) {
+    async retentionPrune({ cutoffs: c, limit, deliveryLimit, after }) {
       return tx(async (db) => {
-        // The walk: up to `limit` old events after the last one looked at, each with whether it may go.
-        const seen = await db.query<{ seq: string; id: string; tenant_id: string; expired: boolean }>(
-          `SELECT s.seq, s.id, s.tenant_id, ${EXPIRED('s')} AS expired
-             FROM (SELECT seq, id, tenant_id FROM events WHERE id > $3 AND id < $1 ORDER BY id LIMIT $4) s
-            ORDER BY s.id`,
+        // The walk: up to `limit` old events after the last one looked at, each with whether it may go and, if
+        // so, how many deliveries go with it; then as many as fit the delivery budget.
+        const walked = await db.query<{
+          seq: string;
+          id: string;
+          tenant_id: string;
+          expired: boolean;
+          deliveries: number;
+        }>(
+          `SELECT x.*, CASE WHEN x.expired THEN (SELECT count(*) FROM deliveries d WHERE d.event_seq = x.seq)
+                            ELSE 0 END::int AS deliveries
+             FROM (SELECT s.seq, s.id, s.tenant_id, ${EXPIRED('s')} AS expired
+                     FROM (SELECT seq, id, tenant_id FROM events WHERE id > $3 AND id < $1 ORDER BY id LIMIT $4) s
+                  ) x
+            ORDER BY x.id`,
           [idFloor('event', c.events), c.deadLetters, after ?? '', limit],
         );
-        const found = seen.rows.filter((r) => r.expired);
+        const seen = withinDeliveryBudget(walked.rows, deliveryLimit);
+        const found = seen.filter((r) => r.expired);
         let events = 0;
         let deliveries = 0;
         if (found.length > 0) {
@@ -58,7 +69,8 @@ export function createPostgresRetention({
         const attempts = (await db.query(oldest('attempts'), [idFloor('attempt', c.attempts), limit]))
           .rowCount;
         const audit = (await db.query(oldest('audit_events'), [idFloor('audit', c.audit), limit])).rowCount;
-        const next = seen.rows.length < limit ? null : seen.rows[seen.rows.length - 1]!.id;
+        const next =
+          walked.rows.length < limit && seen.length === walked.rows.length ? null : seen[seen.length - 1]!.id;
         return {
           events,
           deliveries,

@@ -6,7 +6,7 @@
  */
 import type Database from 'better-sqlite3';
 import { idFloor } from '../../domain/ids.ts';
-import type { PruneBatch, RetentionCutoffs } from '../../domain/retention.ts';
+import { type PruneBatch, type RetentionCutoffs, withinDeliveryBudget } from '../../domain/retention.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import type { St } from './rows.ts';
 
@@ -17,26 +17,41 @@ import type { St } from './rows.ts';
  * needs the row) or a dead letter still inside its retention.
  */
 const SCAN = `
-  SELECT s.seq, s.id,
-         s.seq <= (SELECT seq FROM fanout_cursor WHERE id = 1)
-         AND NOT EXISTS (SELECT 1 FROM deliveries d INDEXED BY deliveries_event
-                          WHERE d.event_seq = s.seq
-                            AND (d.status = 'pending' OR d.lease_owner IS NOT NULL
-                                 OR (d.status = 'dead' AND d.updated_at >= ?))) AS expired
-    FROM (SELECT seq, id FROM events WHERE id > ? AND id < ? ORDER BY id LIMIT ? + 0) s
-   ORDER BY s.id`;
+  SELECT x.seq, x.id, x.expired,
+         CASE WHEN x.expired THEN (SELECT count(*) FROM deliveries d INDEXED BY deliveries_event
+                                    WHERE d.event_seq = x.seq) ELSE 0 END AS deliveries
+    FROM (SELECT s.seq, s.id,
+                 s.seq <= (SELECT seq FROM fanout_cursor WHERE id = 1)
+                 AND NOT EXISTS (SELECT 1 FROM deliveries d INDEXED BY deliveries_event
+                                  WHERE d.event_seq = s.seq
+                                    AND (d.status = 'pending' OR d.lease_owner IS NOT NULL
+                                         OR (d.status = 'dead' AND d.updated_at >= ?))) AS expired
+            FROM (SELECT seq, id FROM events WHERE id > ? AND id < ? ORDER BY id LIMIT ? + 0) s) x
+   ORDER BY x.id`;
 
 export function createSqliteRetention(
   db: Database.Database,
   st: St,
 ): Pick<OperationsStore, 'retentionPrune'> {
   const run = db.transaction(
-    ({ cutoffs: c, limit, after }: { cutoffs: RetentionCutoffs; limit: number; after: string | null }) => {
-      const seen = st(SCAN).all(c.deadLetters, after ?? '', idFloor('event', c.events), limit) as Array<{
+    ({
+      cutoffs: c,
+      limit,
+      deliveryLimit,
+      after,
+    }: {
+      cutoffs: RetentionCutoffs;
+      limit: number;
+      deliveryLimit: number;
+      after: string | null;
+    }) => {
+      const walked = st(SCAN).all(c.deadLetters, after ?? '', idFloor('event', c.events), limit) as Array<{
         seq: number;
         id: string;
         expired: number;
+        deliveries: number;
       }>;
+      const seen = withinDeliveryBudget(walked, deliveryLimit);
       const dropDeliveries = st('DELETE FROM deliveries WHERE event_seq = ?');
       const dropEvent = st('DELETE FROM events WHERE seq = ?');
       let events = 0;
@@ -51,7 +66,7 @@ export function createSqliteRetention(
         `DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE id < ? ORDER BY id LIMIT ? + 0)`;
       const attempts = st(oldest('attempts')).run(idFloor('attempt', c.attempts), limit).changes;
       const audit = st(oldest('audit_events')).run(idFloor('audit', c.audit), limit).changes;
-      const reachedCutoff = seen.length < limit;
+      const reachedCutoff = walked.length < limit && seen.length === walked.length;
       const next = reachedCutoff ? null : seen[seen.length - 1]!.id;
       return { events, deliveries, attempts, audit, after: next } satisfies PruneBatch;
     },

@@ -19,7 +19,9 @@ export function retentionConformance({ h, test }: OperationsSection): void {
     cutoffs: Partial<RetentionCutoffs>,
     limit = 100,
     after: string | null = null,
-  ): Promise<PruneBatch> => h.store.retentionPrune({ cutoffs: { ...NONE, ...cutoffs }, limit, after });
+    deliveryLimit = 10_000,
+  ): Promise<PruneBatch> =>
+    h.store.retentionPrune({ cutoffs: { ...NONE, ...cutoffs }, limit, deliveryLimit, after });
   const eventExists = async (eventId: string) =>
     (await h.store.eventGet({ id: eventId, tenantId: null })) !== null;
   const byEvent = (ls: LeasedDelivery[], eventId: string) => ls.find((l) => l.event.id === eventId)!;
@@ -181,6 +183,22 @@ export function retentionConformance({ h, test }: OperationsSection): void {
         attemptsLeft.push(...(await h.store.attemptList({ deliveryId: l.delivery.id, tenantId: null })));
       }
       expect(attemptsLeft.map((a) => a.startedAt)).toEqual([NOW + 3 * SECOND]);
+    });
+
+    test('a batch deletes at most `deliveryLimit` deliveries, the first event whatever its count, and walks on', async () => {
+      const t = await newTenant();
+      const eps = [await newEndpoint(t.id), await newEndpoint(t.id), await newEndpoint(t.id)];
+      const events = (await publish(t.id, 4)).map((e) => e.id).sort(); // one millisecond: sorted by id
+      // Every delivery cancelled (the endpoints deleted): each event may go, with its three deliveries.
+      for (const ep of eps) await h.store.endpointDelete({ id: ep.id, tenantId: t.id, now: NOW + SECOND });
+      const cutoffs = { events: NOW + DAY };
+      const first = await prune(cutoffs, 100, null, 7);
+      expect(first).toMatchObject({ events: 2, deliveries: 6, after: events[1] });
+      const second = await prune(cutoffs, 100, first.after, 1);
+      expect(second).toMatchObject({ events: 1, deliveries: 3, after: events[2] });
+      const third = await prune(cutoffs, 100, second.after, 7);
+      expect(third).toMatchObject({ events: 1, deliveries: 3, after: null });
+      for (const e of events) expect(await eventExists(e)).toBe(false);
     });
 
     test('old events that must be kept do not stall the pass: it walks past them, `limit` at a time', async () => {
