@@ -242,7 +242,7 @@ export interface OperationsStore {
   /** Oldest first when `ascending` (exports), newest first otherwise. */
   auditList(p: ListParams & { tenantId: string | null; ascending?: boolean }): Promise<Page<AuditRecord>>;
 
-  /** For metrics: pending deliveries across all endpoints, and endpoints whose circuit is not closed. */
+  /** For metrics: pending deliveries across all endpoints, and enabled endpoints whose circuit is not closed. */
   queueStats(): Promise<{ pending: number; circuitsOpen: number }>;
 
   /**

@@ -83,16 +83,18 @@ describe('prom-metrics lane gauges', () => {
     expect(after).toMatch(/^hookrail_lane_moves_total\{direction="promoted"\} 1$/m);
   });
 
-  it('leave the queue gauges uncached', async () => {
+  it('read the queue afresh for each scrape, once for both of its gauges', async () => {
     let calls = 0;
+    let clock = 0;
     const metrics = createPromMetrics({
       queueStats: async () => ({ pending: ++calls, circuitsOpen: 0 }),
       defaultMetrics: false,
-      now: () => 0,
+      now: () => clock,
     });
-    await metrics.render();
-    await metrics.render();
-    expect(calls).toBe(4); // two gauges, two scrapes: as before
+    expect((await metrics.render()).body).toMatch(/^hookrail_backlog_deliveries 1$/m);
+    clock += 15_000; // the next scrape
+    expect((await metrics.render()).body).toMatch(/^hookrail_backlog_deliveries 2$/m);
+    expect(calls).toBe(2);
   });
 });
 

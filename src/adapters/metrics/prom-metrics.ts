@@ -14,6 +14,8 @@ const MS_BUCKETS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 15
  * scrape every few seconds must not run an O(backlog) count each time, and lane backlogs move slowly.
  */
 export const LANE_STATS_TTL_MS = 15_000;
+/** Within a scrape the two queue gauges share one read: reused for this long (a scrape takes milliseconds). */
+const QUEUE_STATS_REUSE_MS = 1_000;
 
 type LaneStats = { dedicatedEndpoints: number; pendingByLane: Record<string, number> };
 /** `answeredAt`: null while the call runs. */
@@ -93,7 +95,7 @@ export function createPromMetrics(opts: {
    * metrics, so that each family appears once.
    */
   attemptsElsewhere?: () => Promise<string>;
-  /** Milliseconds, for the lane stats cache (LANE_STATS_TTL_MS); default Date.now. */
+  /** Milliseconds, for the lane stats cache (LANE_STATS_TTL_MS) and the queue gauges' shared read; default Date.now. */
   now?: () => number;
 }): Metrics {
   const now = opts.now ?? Date.now;
@@ -107,20 +109,29 @@ export function createPromMetrics(opts: {
     registers: [registry],
   });
   const attemptRecorded = opts.attemptsElsewhere ? () => {} : registerAttemptMetrics(registry);
+  // One read of the queue for the two gauges of a scrape (each counts every pending delivery), not one each.
+  let queueRead: { at: number; stats: ReturnType<typeof opts.queueStats> } | null = null;
+  const queueStats = () => {
+    const at = now();
+    if (queueRead === null || at - queueRead.at > QUEUE_STATS_REUSE_MS) {
+      queueRead = { at, stats: opts.queueStats() };
+    }
+    return queueRead.stats;
+  };
   new Gauge({
     name: 'hookrail_backlog_deliveries',
     help: 'Pending deliveries across all endpoints (shared queue).',
     registers: [registry],
     async collect() {
-      this.set((await opts.queueStats()).pending);
+      this.set((await queueStats()).pending);
     },
   });
   new Gauge({
     name: 'hookrail_circuits_open',
-    help: 'Endpoints whose circuit is open or half-open.',
+    help: 'Enabled endpoints whose circuit is open or half-open.',
     registers: [registry],
     async collect() {
-      this.set((await opts.queueStats()).circuitsOpen);
+      this.set((await queueStats()).circuitsOpen);
     },
   });
 

@@ -360,7 +360,7 @@ export function createPostgresOperationsStore({ query, tx }: PostgresDeliverySto
       const res = await query<{ pending: number; circuits_open: number }>(
         `SELECT (SELECT count(*) FROM deliveries WHERE status = 'pending') AS pending,
                 (SELECT count(*) FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
-                  WHERE e.deleted_at IS NULL
+                  WHERE e.deleted_at IS NULL AND e.status = 'enabled'
                     AND q.runtime::jsonb #>> '{circuit,state}' IN ('open', 'half_open')) AS circuits_open`,
       );
       const r = res.rows[0]!;

@@ -433,7 +433,8 @@ export function createSqliteOperationsStore(
       const pending = st("SELECT count(*) AS n FROM deliveries WHERE status = 'pending'").get() as Row;
       const open = st(
         `SELECT count(*) AS n FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
-          WHERE e.deleted_at IS NULL AND json_extract(q.runtime, '$.circuit.state') IN ('open', 'half_open')`,
+          WHERE e.deleted_at IS NULL AND e.status = 'enabled'
+            AND json_extract(q.runtime, '$.circuit.state') IN ('open', 'half_open')`,
       ).get() as Row;
       return { pending: pending.n as number, circuitsOpen: open.n as number };
     },

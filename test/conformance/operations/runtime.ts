@@ -55,12 +55,30 @@ export function runtimeConformance({ h, test }: OperationsSection): void {
       });
     });
 
-    test("a deleted endpoint's open circuit is not counted among the open circuits", async () => {
+    test("a deleted or disabled endpoint's open circuit is not counted among the open circuits", async () => {
       const t = await newTenant();
       const ep = await newEndpoint(t.id, { maxConcurrency: 20 });
       await publish(t.id, 20);
       await complete(await lease(NOW + SECOND), NOW + 2 * SECOND, { failure: 'retryable' });
       expect((await runtimeOf(ep.id)).circuit.state).toBe('open');
+      expect((await h.store.queueStats()).circuitsOpen).toBe(1);
+      // Disabled (by hand, or auto-disabled after days down) it keeps its circuit open, but nothing is attempted.
+      await h.store.endpointSetStatus({
+        id: ep.id,
+        tenantId: t.id,
+        status: 'disabled',
+        reason: 'manual',
+        now: NOW + MINUTE,
+      });
+      expect((await runtimeOf(ep.id)).circuit.state).toBe('open');
+      expect((await h.store.queueStats()).circuitsOpen).toBe(0);
+      await h.store.endpointSetStatus({
+        id: ep.id,
+        tenantId: t.id,
+        status: 'enabled',
+        reason: null,
+        now: NOW + MINUTE,
+      });
       expect((await h.store.queueStats()).circuitsOpen).toBe(1);
       await h.store.endpointDelete({ id: ep.id, tenantId: t.id, now: NOW + MINUTE });
       expect((await h.store.queueStats()).circuitsOpen).toBe(0);
