@@ -78,8 +78,11 @@ export function createPostgresNotifications({ query, tx }: PostgresDeliveryStore
           url: string;
           tenant_id: string;
           notification_email: string | null;
+          gone: boolean;
         }>(
-          `SELECT q.endpoint_id, q.runtime, e.url, e.tenant_id, t.notification_email
+          // A deleted endpoint or tenant gets no digest: its window is closed without one (`gone`).
+          `SELECT q.endpoint_id, q.runtime, e.url, e.tenant_id, t.notification_email,
+                  e.deleted_at IS NOT NULL OR t.deleted_at IS NOT NULL AS gone
              FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
              LEFT JOIN tenants t ON t.id = e.tenant_id
             WHERE q.digest_due_at <= $1
@@ -93,6 +96,10 @@ export function createPostgresNotifications({ query, tx }: PostgresDeliveryStore
           for (const cause of ['dead_letter', 'permanent_failure'] as const) {
             const w = rt.notices[cause];
             if (w.pending === 0 || (w.lastNoticeAt ?? 0) + 24 * 3600 * 1000 > now) continue;
+            if (r.gone) {
+              rt.notices[cause] = { lastNoticeAt: w.lastNoticeAt, pending: 0 };
+              continue;
+            }
             notices.push({
               id: ids.notification(),
               tenantId: r.tenant_id,

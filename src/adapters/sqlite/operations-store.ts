@@ -298,9 +298,13 @@ export function createSqliteOperationsStore(
     async notificationDigestRun({ now, ids }) {
       return db
         .transaction(() => {
+          // A deleted endpoint or tenant gets no digest: its window is closed without one (`gone`).
           const rows = st(
-            `SELECT q.endpoint_id, e.url, e.tenant_id FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
-           WHERE q.digest_due_at <= ?`,
+            `SELECT q.endpoint_id, e.url, e.tenant_id,
+                    e.deleted_at IS NOT NULL OR t.deleted_at IS NOT NULL AS gone
+               FROM endpoint_queue q JOIN endpoints e ON e.id = q.endpoint_id
+               LEFT JOIN tenants t ON t.id = e.tenant_id
+              WHERE q.digest_due_at <= ?`,
           ).all(now) as Row[];
           let sent = 0;
           for (const r of rows) {
@@ -309,6 +313,10 @@ export function createSqliteOperationsStore(
             for (const cause of ['dead_letter', 'permanent_failure'] as const) {
               const w = rt.notices[cause];
               if (w.pending === 0 || (w.lastNoticeAt ?? 0) + 24 * 3600 * 1000 > now) continue;
+              if (r.gone) {
+                rt.notices[cause] = { lastNoticeAt: w.lastNoticeAt, pending: 0 };
+                continue;
+              }
               const text = noticeText('digest', {
                 endpointId,
                 url: r.url as string,

@@ -8,6 +8,40 @@ import { DAY, FINISH, HOUR, id, MINUTE, type OperationsSection, SECOND, WRITE_DE
 export function notificationsConformance({ h, test }: OperationsSection): void {
   const { newTenant, newEndpoint, publish, lease, complete, runtimeOf, notificationsOf } = h;
   describe('notifications', () => {
+    test('a deleted endpoint, or an endpoint of a deleted tenant, gets no digest of what it had pending', async () => {
+      for (const gone of ['endpoint', 'tenant'] as const) {
+        const t = await newTenant(NOW, 'ops@gone.test');
+        const ep = await newEndpoint(t.id);
+        await publish(t.id, 2);
+        const mine = (await lease(NOW + SECOND)).filter((l) => l.endpoint.id === ep.id);
+        const at = NOW + 2 * SECOND;
+        await complete(mine.slice(0, 1), at, {
+          failure: 'retryable',
+          next: { status: 'dead', reason: 'max_attempts' },
+        });
+        await complete(mine.slice(1, 2), at + HOUR, {
+          failure: 'retryable',
+          next: { status: 'dead', reason: 'max_attempts' },
+        });
+        expect((await runtimeOf(ep.id)).notices.dead_letter.pending).toBe(1);
+        if (gone === 'endpoint')
+          await h.store.endpointDelete({ id: ep.id, tenantId: t.id, now: at + 2 * HOUR });
+        else await h.store.tenantDelete({ id: t.id, now: at + 2 * HOUR });
+        const dueAt = at + FINISH + DAY;
+        expect(
+          await h.store.notificationDigestRun({
+            now: dueAt,
+            ids: { notification: () => id('notification', dueAt) },
+          }),
+        ).toBe(0);
+        expect(
+          (await notificationsOf(t.id)).map((n) => n.kind),
+          gone,
+        ).toEqual(['dead_letter']);
+        expect((await runtimeOf(ep.id)).notices.dead_letter.pending, gone).toBe(0);
+      }
+    });
+
     test('the first dead letter notifies once (pending with a channel, logged without); later ones are digested', async () => {
       const t1 = await newTenant(NOW, 'ops@one.test');
       const t2 = await newTenant(NOW + 1);
