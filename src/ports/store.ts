@@ -179,8 +179,12 @@ export interface Store extends DeliveryStore, OperationsStore {
    * cursor), so nothing committed is ever missed. Returns how many are waiting.
    */
   fanoutPendingCount(): Promise<number>;
-  /** Deletes expired idempotency records (older than the window); returns how many. */
-  idempotencyPrune(p: { olderThan: number }): Promise<number>;
+  /**
+   * Deletes up to `limit` expired idempotency records (older than the window), oldest first; returns how many. A
+   * bounded batch: one DELETE of a backlog built up while maintenance was down outlasted PostgreSQL's statement
+   * deadline on every pass (the keys then grew for ever), and held SQLite's write lock as long as it ran.
+   */
+  idempotencyPrune(p: { olderThan: number; limit: number }): Promise<number>;
   /**
    * The store's own upkeep of its queue tables, run by the maintenance role on every pass. PostgreSQL: a VACUUM of
    * the small tables that are rewritten many times a second (fanout_pending, endpoint_queue), so the fan-out claim

@@ -39,6 +39,8 @@ const MAIL_RETRY_MAX_MS = 3_600_000;
  * first run on an old database) drains over several passes rather than in one long one.
  */
 const RETENTION_BATCH = 500;
+/** Expired idempotency records one batch deletes at most (small rows: a few milliseconds). */
+const IDEMPOTENCY_BATCH = 5_000;
 /** Deliveries a retention batch deletes at most (domain/retention.ts withinDeliveryBudget): tens of milliseconds. */
 const RETENTION_DELIVERY_BATCH = 5_000;
 const RETENTION_MAX_BATCHES = 1_000;
@@ -120,7 +122,16 @@ export class Maintenance {
       const expired = await store.deliveryExpireLeases({ now });
       if (expired > 0) logger?.info({ expired }, 'returned expired leases to the queue');
     });
-    await step('idempotency', () => store.idempotencyPrune({ olderThan: now - IDEMPOTENCY_WINDOW_MS }));
+    await step('idempotency', async () => {
+      // Batch after batch while full, within the same budget as retention, yielding between batches.
+      const until = clock.now() + this.opts.intervalMs / 2;
+      for (let i = 0; i < RETENTION_MAX_BATCHES && (i === 0 || clock.now() < until); i++) {
+        const olderThan = now - IDEMPOTENCY_WINDOW_MS;
+        if ((await store.idempotencyPrune({ olderThan, limit: IDEMPOTENCY_BATCH })) < IDEMPOTENCY_BATCH)
+          break;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    });
     await step('auto-disable', async () => {
       const disabled = await store.endpointAutoDisable({ now, afterMs: AUTO_DISABLE_AFTER_MS, ids });
       for (const e of disabled)

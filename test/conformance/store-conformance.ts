@@ -500,8 +500,13 @@ export function runStoreConformance(opts: StoreConformanceOptions): void {
         await insert([old], NOW - 3 * HOUR);
         const fresh = eventRecord(tenant.id, { key: 'fresh' });
         await insert([fresh]);
-        expect(await store.idempotencyPrune({ olderThan: NOW - HOUR })).toBe(1);
-        expect(await store.idempotencyPrune({ olderThan: NOW - HOUR })).toBe(0);
+        // A second old key: a batch of one deletes the oldest first, the next the other.
+        const older = eventRecord(tenant.id, { key: 'older', at: NOW - 4 * HOUR });
+        await insert([older], NOW - 4 * HOUR);
+        expect(await store.idempotencyPrune({ olderThan: NOW - HOUR, limit: 1 })).toBe(1);
+        expect((await insert([eventRecord(tenant.id, { key: 'older' })]))[0]?.kind).toBe('created');
+        expect(await store.idempotencyPrune({ olderThan: NOW - HOUR, limit: 10 })).toBe(1);
+        expect(await store.idempotencyPrune({ olderThan: NOW - HOUR, limit: 10 })).toBe(0);
         // The pruned key is free (even though its window had not passed); the kept one still deduplicates.
         const reuse = eventRecord(tenant.id, { key: 'old' });
         expect((await insert([reuse]))[0]).toEqual({ kind: 'created', event: reuse });

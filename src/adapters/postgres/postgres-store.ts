@@ -501,8 +501,12 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
       return res.rows[0]!.n;
     },
 
-    async idempotencyPrune({ olderThan }) {
-      const res = await query('DELETE FROM idempotency_keys WHERE created_at < $1', [olderThan]);
+    async idempotencyPrune({ olderThan, limit }) {
+      const res = await query(
+        `DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
+           SELECT ctid FROM idempotency_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2))`,
+        [olderThan, limit],
+      );
       return res.rowCount ?? 0;
     },
 

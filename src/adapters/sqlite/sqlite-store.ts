@@ -409,8 +409,14 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
       }),
 
     fanoutPendingCount: () => guard(() => (st(UNFANNED_COUNT_SQL).get() as Row).n as number),
-    idempotencyPrune: ({ olderThan }) =>
-      guard(() => st('DELETE FROM idempotency_keys WHERE created_at < ?').run(olderThan).changes),
+    idempotencyPrune: ({ olderThan, limit }) =>
+      guard(
+        () =>
+          st(
+            `DELETE FROM idempotency_keys WHERE rowid IN (
+               SELECT rowid FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ? + 0)`,
+          ).run(olderThan, limit).changes,
+      ),
     // No MVCC garbage: a deleted row's space is reused by the next insert.
     housekeeping: async () => {},
   };
