@@ -102,7 +102,7 @@ describe.each(['sqlite', 'postgres'] as const)('kill -9 of fan-out and delivery 
     cleanups.push(() => receiver.close());
 
     const ROLES: Record<Role, string> = {
-      all: 'intake,control,fanout,delivery,maintenance',
+      all: 'intake,control,fanout,delivery,replay,maintenance', // SQLite: one process runs every role
       intake: 'intake,control,maintenance',
       fanout: 'fanout',
       delivery: 'delivery',
