@@ -45,8 +45,8 @@ export interface ApiDeps {
   clock: Clock;
   random: Random;
   keys: KeyService;
-  /** The operator's step-up TOTP seed (bootstrap/admin-token.ts). */
-  operatorTotpSeed: Buffer;
+  /** The operator's step-up TOTP seed (bootstrap/admin-token.ts); null in a process that does not serve control. */
+  operatorTotpSeed: Buffer | null;
   auth: Authenticator;
   tenants: TenantDirectory;
   /** Present when this process runs the intake role. */

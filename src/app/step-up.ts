@@ -36,8 +36,8 @@ export interface StepUpDeps {
   store: Store;
   clock: Clock;
   keys: KeyService;
-  /** The operator's TOTP seed. */
-  operatorTotpSeed: Buffer;
+  /** The operator's TOTP seed; null where the control API is not served (no step-up route there). */
+  operatorTotpSeed: Buffer | null;
 }
 
 /**
@@ -59,7 +59,10 @@ const signedPart = (tenantId: string | null, expiresAt: number) =>
 
 /** The tenant's seed, opened from its sealed copy; the operator's, a copy of the configured one. */
 async function seedOf(deps: StepUpDeps, tenantId: string | null): Promise<Buffer> {
-  if (tenantId === null) return Buffer.from(deps.operatorTotpSeed);
+  if (tenantId === null) {
+    if (deps.operatorTotpSeed === null) throw new ApiError('forbidden');
+    return Buffer.from(deps.operatorTotpSeed);
+  }
   const tenant = await deps.store.tenantGet({ id: tenantId });
   if (!tenant) throw new ApiError('unauthorized');
   return deps.keys.open(tenant.totpSeedSealed, totpAad(tenant.id));

@@ -12,7 +12,7 @@ import {
 } from '../adapters/crypto/envelope.ts';
 import { createPromMetrics } from '../adapters/metrics/prom-metrics.ts';
 import { claimSqliteStore } from '../adapters/sqlite/owner-lock.ts';
-import { createWriteLock } from '../adapters/sqlite/write-lock.ts';
+import { createWriteLock, type WriteLock } from '../adapters/sqlite/write-lock.ts';
 import { systemClock, systemRandom } from '../adapters/system-clock.ts';
 import { buildApi } from '../api/build-api.ts';
 import { Authenticator } from '../app/auth.ts';
@@ -20,7 +20,7 @@ import { EndpointStatsCache } from '../app/endpoint-stats-cache.ts';
 import { GroupCommitter } from '../app/group-commit.ts';
 import { totpAad } from '../app/manage-tenants.ts';
 import { TenantDirectory } from '../app/tenant-directory.ts';
-import { type Config, ConfigError, ROLES } from '../config/config.ts';
+import { type Config, ConfigError, ROLES, type Role } from '../config/config.ts';
 import { IDEMPOTENCY_WINDOW_MS } from '../domain/event-rules.ts';
 import { ATTEMPT_TIMEOUT_MS } from '../domain/retry-schedule.ts';
 import type { Clock, Random } from '../ports/clock.ts';
@@ -148,20 +148,42 @@ async function assemble(opts: StartOptions): Promise<Hookrail> {
     pipelineRoles.length < config.roles.length; // else the API thread would have nothing to do
   const writeLock = threaded ? createWriteLock() : undefined;
   const store = opts.store ?? createStore(config, writeLock ? { writeLock } : {}, logger || undefined);
+  try {
+    return await assembleOn(opts, store, { logger, clock, random, pipelineRoles, threaded, writeLock });
+  } catch (err) {
+    // A start that fails closes the store it opened (on SQLite, with its checkpointer thread); a store the
+    // caller gave is the caller's. It may be closed already (a pipeline thread that failed to start): no matter.
+    if (!opts.store) await store.close().catch(() => {});
+    throw err;
+  }
+}
+
+async function assembleOn(
+  opts: StartOptions,
+  store: Store,
+  ctx: {
+    logger: Logger | false;
+    clock: Clock;
+    random: Random;
+    pipelineRoles: Role[];
+    threaded: boolean;
+    writeLock: WriteLock | undefined;
+  },
+): Promise<Hookrail> {
+  const { config } = opts;
+  const { logger, clock, random, pipelineRoles, threaded, writeLock } = ctx;
   await store.migrate();
   const keys = createLocalKeyService({
     masterKey: loadOrCreateMasterKey({ env: config.masterKey ?? undefined, dataDir: config.dataDir }),
   });
-  try {
-    await refuseForeignMasterKey(store, keys);
-  } catch (err) {
-    if (!opts.store) await store.close();
-    throw err;
-  }
+  await refuseForeignMasterKey(store, keys);
   const admin = loadOrCreateAdminToken({ env: config.adminToken, dataDir: config.dataDir });
   if (admin.created) opts.onAdminTokenCreated?.(admin.token);
-  const adminTotp = loadOrCreateAdminTotpSeed({ env: config.adminTotpSeed, dataDir: config.dataDir });
-  if (adminTotp.created) opts.onAdminTotpSeedCreated?.(adminTotp.seed);
+  // Only a process serving the control API takes operator step-ups: the others neither need a seed nor print one.
+  const adminTotp = config.roles.includes('control')
+    ? loadOrCreateAdminTotpSeed({ env: config.adminTotpSeed, dataDir: config.dataDir })
+    : null;
+  if (adminTotp?.created) opts.onAdminTotpSeedCreated?.(adminTotp.seed);
 
   let pipeline: PipelineThread | null = null;
   const now = () => clock.now();
@@ -222,7 +244,7 @@ async function assemble(opts: StartOptions): Promise<Hookrail> {
       clock,
       random,
       keys,
-      operatorTotpSeed: adminTotp.seed,
+      operatorTotpSeed: adminTotp?.seed ?? null,
       auth: new Authenticator({ store, now, operatorToken: admin.token, cacheMs: config.authCacheMs }),
       tenants: new TenantDirectory({ store, now, cacheMs: config.authCacheMs }),
       committer,

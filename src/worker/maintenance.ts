@@ -106,6 +106,9 @@ export class Maintenance {
   private async pass(): Promise<void> {
     const { store, clock, random, logger } = this.opts;
     const now = clock.now();
+    // The deleting steps (idempotency records, retention) share half an interval per pass, so that the other
+    // steps, lease expiry first, still run every interval however large the backlogs.
+    const until = now + this.opts.intervalMs / 2;
     const ids = {
       audit: () => newId('audit', now, random.bytes(10)),
       notification: () => newId('notification', now, random.bytes(10)),
@@ -123,8 +126,7 @@ export class Maintenance {
       if (expired > 0) logger?.info({ expired }, 'returned expired leases to the queue');
     });
     await step('idempotency', async () => {
-      // Batch after batch while full, within the same budget as retention, yielding between batches.
-      const until = clock.now() + this.opts.intervalMs / 2;
+      // Batch after batch while full, within the pass's budget for deleting, yielding between batches.
       for (let i = 0; i < RETENTION_MAX_BATCHES && (i === 0 || clock.now() < until); i++) {
         const olderThan = now - IDEMPOTENCY_WINDOW_MS;
         if ((await store.idempotencyPrune({ olderThan, limit: IDEMPOTENCY_BATCH })) < IDEMPOTENCY_BATCH)
@@ -151,15 +153,18 @@ export class Maintenance {
         );
       }
     });
-    await step('retention', () => this.prune());
+    await step('retention', () => this.prune(until));
   }
 
-  /** Deletes what has outlived its retention, a batch at a time; returns the totals. */
-  async prune(): Promise<PruneCounts> {
+  /**
+   * Deletes what has outlived its retention, a batch at a time, until `budgetEnd` (the pass's; alone, half an
+   * interval from now), at least one batch; returns the totals.
+   */
+  async prune(budgetEnd?: number): Promise<PruneCounts> {
     const { store, clock, logger } = this.opts;
     const cutoffs = retentionCutoffs(clock.now(), this.opts.retention ?? DEFAULT_RETENTION);
     const total: PruneCounts = { events: 0, deliveries: 0, attempts: 0, audit: 0 };
-    const until = clock.now() + this.opts.intervalMs / 2;
+    const until = budgetEnd ?? clock.now() + this.opts.intervalMs / 2;
     for (let i = 0; i < RETENTION_MAX_BATCHES && (i === 0 || clock.now() < until); i++) {
       const batch = await store.retentionPrune({
         cutoffs,

@@ -40,6 +40,7 @@ import {
   EndpointReplay,
   EndpointReplayed,
   isoOrNull,
+  StepUpHeaders,
   TestEventRequest,
   TestEventSent,
 } from '../control-schemas.ts';
@@ -398,6 +399,7 @@ export const operationsRoutes = (api: ApiDeps) => async (app: FastifyInstance) =
           'request is signed with the secrets the receiver trusts.',
         tags: ['failure-handling'],
         params: IdParams,
+        headers: StepUpHeaders,
         body: TestEventRequest,
         response: { 202: TestEventSent, ...errorResponses(400, 401, 403, 404, 409, 415) },
       },

@@ -128,6 +128,7 @@ export const tenantRoutes = (deps: ApiDeps) => async (app: FastifyInstance) => {
           'TOTP code) in `X-Step-Up-Token` it answers 403 `step_up_required` and changes nothing.',
         tags: ['tenants'],
         params: IdParams,
+        headers: StepUpHeaders,
         response: { 204: { type: 'null' }, ...errorResponses(401, 403, 404) },
       },
     },
