@@ -411,6 +411,12 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
              AND tenant_id = $1 AND status = 'pending'`,
           [id, now],
         );
+        // Notices not mailed yet stay listed but are not mailed: the tenant is gone ('logged', as without a channel).
+        await c.query(
+          `UPDATE notifications SET status = 'logged', next_attempt_at = NULL
+            WHERE tenant_id = $1 AND status = 'pending'`,
+          [id],
+        );
         await writeAudit(c, audit, undefined);
         return true;
       }, BULK_DEADLINE_TX);

@@ -319,6 +319,10 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
              WHERE endpoint_id IN (SELECT id FROM endpoints WHERE tenant_id = ?)`,
           ).run(id);
           st('UPDATE endpoints SET deleted_at = ? WHERE tenant_id = ? AND deleted_at IS NULL').run(now, id);
+          // Notices not mailed yet stay listed but are not mailed: the tenant is gone ('logged', as without a channel).
+          st(
+            "UPDATE notifications SET status = 'logged', next_attempt_at = NULL WHERE tenant_id = ? AND status = 'pending'",
+          ).run(id);
           writeAudit(st, audit, undefined);
           return true;
         })(),

@@ -24,9 +24,19 @@ export function notificationsConformance({ h, test }: OperationsSection): void {
           next: { status: 'dead', reason: 'max_attempts' },
         });
         expect((await runtimeOf(ep.id)).notices.dead_letter.pending).toBe(1);
-        if (gone === 'endpoint')
+        // The first dead letter's notice is still waiting for the mail server.
+        expect((await notificationsOf(t.id)).map((n) => n.status)).toEqual(['pending']);
+        if (gone === 'endpoint') {
           await h.store.endpointDelete({ id: ep.id, tenantId: t.id, now: at + 2 * HOUR });
-        else await h.store.tenantDelete({ id: t.id, now: at + 2 * HOUR });
+        } else {
+          await h.store.tenantDelete({ id: t.id, now: at + 2 * HOUR });
+          // A deleted tenant is mailed nothing more: its waiting notice stays listed, not sent.
+          expect((await notificationsOf(t.id)).map((n) => [n.status, n.nextAttemptAt])).toEqual([
+            ['logged', null],
+          ]);
+          const claimed = await h.store.notificationClaim({ now: at + 3 * HOUR, limit: 10, leaseMs: 60_000 });
+          expect(claimed.filter((n) => n.tenantId === t.id)).toEqual([]);
+        }
         const dueAt = at + FINISH + DAY;
         expect(
           await h.store.notificationDigestRun({
