@@ -67,23 +67,48 @@ export interface PruneBatch extends PruneCounts {
 export const pruneMayHaveMore = (b: PruneBatch, limit: number): boolean =>
   b.after !== null || b.attempts >= limit || b.audit >= limit;
 
+/** The first page of a batch's walk; each page after it is twice as large (retentionWalk). */
+export const RETENTION_FIRST_PAGE = 16;
+
+export interface WalkedEvent {
+  id: string;
+  /** The deliveries that go with it: 0 for an event that is kept. */
+  deliveries: number;
+}
+
 /**
- * Of the events a batch's walk looked at (oldest first), those it deletes with their deliveries: while their
- * deliveries fit `budget`, and the first whatever its count. An event fans out to every subscribed endpoint, so a
- * batch bounded by events alone was not bounded: 500 events of a tenant with 2,500 endpoints were 1.25 million rows
- * in one transaction — past PostgreSQL's statement deadline on every pass (the walk never moved on, and nothing was
- * pruned again), seconds of SQLite's write lock. `deliveries` counts only what the batch would delete (0 for an
- * event that is kept). When it stops early, the walk continues after the last event taken.
+ * The walk of one retention batch, as a generator the store drives (synchronously on SQLite, inside its
+ * transaction; with awaits on PostgreSQL): it asks for pages of events after a cursor (`{ after, n }`), oldest first,
+ * each with the deliveries it would delete, and takes events while their deliveries fit `deliveryLimit` (the first
+ * whatever its count) and fewer than `limit` were looked at. It answers what it took and where the next batch goes
+ * on (null: it reached the cutoff).
+ *
+ * Why the budget: an event goes with one delivery per subscribed endpoint, so a batch bounded by events alone was
+ * not bounded — 500 events of a tenant with 2,500 endpoints were 1.25 million rows in one transaction, past
+ * PostgreSQL's statement deadline on every pass (the walk never moved on), seconds of SQLite's write lock. Why pages
+ * that double: every event looked at costs a read of its deliveries (is one still needed? how many?), so a batch
+ * that stops at its budget after two events should not have read 500; a batch of small events still gets to
+ * `limit` in a few pages.
  */
-export function withinDeliveryBudget<T extends { deliveries: number }>(
-  seen: readonly T[],
-  budget: number,
-): T[] {
+export function* retentionWalk<T extends WalkedEvent>(p: {
+  after: string | null;
+  limit: number;
+  deliveryLimit: number;
+}): Generator<{ after: string; n: number }, { taken: T[]; next: string | null }, T[]> {
+  const taken: T[] = [];
   let total = 0;
-  let k = 0;
-  for (; k < seen.length; k++) {
-    total += seen[k]!.deliveries;
-    if (k > 0 && total > budget) break;
+  let cursor = p.after ?? '';
+  for (let page = RETENTION_FIRST_PAGE; taken.length < p.limit; page *= 2) {
+    const n = Math.min(page, p.limit - taken.length);
+    const rows = yield { after: cursor, n };
+    for (const r of rows) {
+      if (taken.length > 0 && total + r.deliveries > p.deliveryLimit)
+        return { taken, next: taken.at(-1)!.id };
+      total += r.deliveries;
+      taken.push(r);
+    }
+    if (rows.length < n) return { taken, next: null };
+    cursor = rows.at(-1)!.id;
   }
-  return seen.slice(0, k);
+  return { taken, next: taken.at(-1)?.id ?? null };
 }

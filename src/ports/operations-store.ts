@@ -227,7 +227,7 @@ export interface OperationsStore {
    * `cutoffs.deadLetters` — each with all its deliveries. It also deletes up to `limit` attempts that started before
    * `cutoffs.attempts` and audit records made before `cutoffs.audit`, oldest first. Never races a replay: a delivery
    * being replayed is not deleted under it. The events it deletes hold at most `deliveryLimit` deliveries in all
-   * (the first whatever its count: domain/retention.ts withinDeliveryBudget); stopping early, it answers the last
+   * (the first whatever its count: domain/retention.ts retentionWalk); stopping early, it answers the last
    * event it took as `after`.
    */
   retentionPrune(p: {

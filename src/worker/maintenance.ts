@@ -41,7 +41,7 @@ const MAIL_RETRY_MAX_MS = 3_600_000;
 const RETENTION_BATCH = 500;
 /** Expired idempotency records one batch deletes at most (small rows: a few milliseconds). */
 const IDEMPOTENCY_BATCH = 5_000;
-/** Deliveries a retention batch deletes at most (domain/retention.ts withinDeliveryBudget): tens of milliseconds. */
+/** Deliveries a retention batch deletes at most (domain/retention.ts retentionWalk): tens of milliseconds. */
 const RETENTION_DELIVERY_BATCH = 5_000;
 const RETENTION_MAX_BATCHES = 1_000;
 

@@ -10,7 +10,7 @@
  *   simply not there. Fan-out holds the same gates shared, so a tenant's fan-out waits for at most one batch.
  */
 import { idFloor } from '../../domain/ids.ts';
-import { type PruneBatch, withinDeliveryBudget } from '../../domain/retention.ts';
+import { type PruneBatch, retentionWalk } from '../../domain/retention.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import { cmp, lockTenantGates, type PostgresDeliveryStoreDeps } from './query-helpers.ts';
 
@@ -35,22 +35,22 @@ export function createPostgresRetention({
       return tx(async (db) => {
         // The walk: up to `limit` old events after the last one looked at, each with whether it may go and, if
         // so, how many deliveries go with it; then as many as fit the delivery budget.
-        const walked = await db.query<{
-          seq: string;
-          id: string;
-          tenant_id: string;
-          expired: boolean;
-          deliveries: number;
-        }>(
-          `SELECT x.*, CASE WHEN x.expired THEN (SELECT count(*) FROM deliveries d WHERE d.event_seq = x.seq)
-                            ELSE 0 END::int AS deliveries
-             FROM (SELECT s.seq, s.id, s.tenant_id, ${EXPIRED('s')} AS expired
-                     FROM (SELECT seq, id, tenant_id FROM events WHERE id > $3 AND id < $1 ORDER BY id LIMIT $4) s
-                  ) x
-            ORDER BY x.id`,
-          [idFloor('event', c.events), c.deadLetters, after ?? '', limit],
-        );
-        const seen = withinDeliveryBudget(walked.rows, deliveryLimit);
+        type Walked = { seq: string; id: string; tenant_id: string; expired: boolean; deliveries: number };
+        const walk = retentionWalk<Walked>({ after, limit, deliveryLimit });
+        let step = walk.next();
+        while (!step.done) {
+          const page = await db.query<Walked>(
+            `SELECT x.*, CASE WHEN x.expired THEN (SELECT count(*) FROM deliveries d WHERE d.event_seq = x.seq)
+                              ELSE 0 END::int AS deliveries
+               FROM (SELECT s.seq, s.id, s.tenant_id, ${EXPIRED('s')} AS expired
+                       FROM (SELECT seq, id, tenant_id FROM events WHERE id > $3 AND id < $1 ORDER BY id LIMIT $4) s
+                    ) x
+              ORDER BY x.id`,
+            [idFloor('event', c.events), c.deadLetters, step.value.after, step.value.n],
+          );
+          step = walk.next(page.rows);
+        }
+        const { taken: seen, next } = step.value;
         const found = seen.filter((r) => r.expired);
         let events = 0;
         let deliveries = 0;
@@ -69,8 +69,6 @@ export function createPostgresRetention({
         const attempts = (await db.query(oldest('attempts'), [idFloor('attempt', c.attempts), limit]))
           .rowCount;
         const audit = (await db.query(oldest('audit_events'), [idFloor('audit', c.audit), limit])).rowCount;
-        const next =
-          walked.rows.length < limit && seen.length === walked.rows.length ? null : seen[seen.length - 1]!.id;
         return {
           events,
           deliveries,

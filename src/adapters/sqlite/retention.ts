@@ -6,7 +6,7 @@
  */
 import type Database from 'better-sqlite3';
 import { idFloor } from '../../domain/ids.ts';
-import { type PruneBatch, type RetentionCutoffs, withinDeliveryBudget } from '../../domain/retention.ts';
+import { type PruneBatch, type RetentionCutoffs, retentionWalk } from '../../domain/retention.ts';
 import type { OperationsStore } from '../../ports/operations-store.ts';
 import type { St } from './rows.ts';
 
@@ -45,13 +45,14 @@ export function createSqliteRetention(
       deliveryLimit: number;
       after: string | null;
     }) => {
-      const walked = st(SCAN).all(c.deadLetters, after ?? '', idFloor('event', c.events), limit) as Array<{
-        seq: number;
-        id: string;
-        expired: number;
-        deliveries: number;
-      }>;
-      const seen = withinDeliveryBudget(walked, deliveryLimit);
+      type Walked = { seq: number; id: string; expired: number; deliveries: number };
+      const walk = retentionWalk<Walked>({ after, limit, deliveryLimit });
+      const floor = idFloor('event', c.events);
+      let step = walk.next();
+      while (!step.done) {
+        step = walk.next(st(SCAN).all(c.deadLetters, step.value.after, floor, step.value.n) as Walked[]);
+      }
+      const { taken: seen, next } = step.value;
       const dropDeliveries = st('DELETE FROM deliveries WHERE event_seq = ?');
       const dropEvent = st('DELETE FROM events WHERE seq = ?');
       let events = 0;
@@ -66,8 +67,6 @@ export function createSqliteRetention(
         `DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE id < ? ORDER BY id LIMIT ? + 0)`;
       const attempts = st(oldest('attempts')).run(idFloor('attempt', c.attempts), limit).changes;
       const audit = st(oldest('audit_events')).run(idFloor('audit', c.audit), limit).changes;
-      const reachedCutoff = walked.length < limit && seen.length === walked.length;
-      const next = reachedCutoff ? null : seen[seen.length - 1]!.id;
       return { events, deliveries, attempts, audit, after: next } satisfies PruneBatch;
     },
   );
