@@ -18,7 +18,6 @@ import {
   type EventInsertOutcome,
   type EventRecord,
   type Page,
-  type StepUpState,
   type Store,
   StoreUnavailableError,
   type TenantRecord,
@@ -34,6 +33,7 @@ import { isRetryableTransactionError, isUnavailableError } from './pg-errors.ts'
 import { preparing } from './prepared-statements.ts';
 import { PROBES_ONLY } from './query-helpers.ts';
 import { toPage } from './rows.ts';
+import { createPostgresStepUpState } from './step-up-state.ts';
 
 const BEGIN_PROBES_ONLY = `BEGIN; ${PROBES_ONLY}`;
 
@@ -107,27 +107,6 @@ const toTenant = (r: TenantRow): TenantRecord => ({
   totpSeedSealed: r.totp_seed_sealed,
   createdAt: r.created_at,
   deletedAt: r.deleted_at,
-});
-
-interface StepUpRow {
-  totp_last_step: string | number | null;
-  totp_failures: number;
-  totp_failures_since: string | number | null;
-}
-
-/**
- * Whose step-up row: a live tenant's ($1 its id), or (no tenant) the operator's (migration 0020), where $1 is
- * null and only keeps the parameters' places.
- */
-const stepUpRow = (tenantId: string | null) =>
-  tenantId === null
-    ? { table: 'operator_step_up', where: 'id = 1 AND $1::text IS NULL' }
-    : { table: 'tenants', where: 'id = $1 AND deleted_at IS NULL' };
-
-const stepUpStateFromRow = (r: StepUpRow): StepUpState => ({
-  lastStep: r.totp_last_step === null ? null : Number(r.totp_last_step),
-  failures: r.totp_failures,
-  failuresSince: r.totp_failures_since === null ? null : Number(r.totp_failures_since),
 });
 
 const toApiKey = (r: ApiKeyRow): ApiKeyRecord => ({
@@ -290,6 +269,7 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
     ...createPostgresDeliveryStore({ query, tx }),
     ...createPostgresOperationsStore({ query, tx }),
     ...createPostgresTenantKeys({ tx }),
+    ...createPostgresStepUpState({ query }),
     capabilities: { multiProcess: true, sharedTurn: false, kind: 'postgres' },
 
     async migrate() {
@@ -327,42 +307,6 @@ export function createPostgresStore(opts: PostgresStoreOptions): Store & Operati
     async tenantGet({ id }) {
       const res = await query<TenantRow>('SELECT * FROM tenants WHERE id = $1 AND deleted_at IS NULL', [id]);
       return res.rows[0] ? toTenant(res.rows[0]) : null;
-    },
-
-    async stepUpState({ tenantId }) {
-      const { table, where } = stepUpRow(tenantId);
-      const res = await query<StepUpRow>(
-        `SELECT totp_last_step, totp_failures, totp_failures_since FROM ${table} WHERE ${where}`,
-        [tenantId],
-      );
-      return res.rows[0] ? stepUpStateFromRow(res.rows[0]) : null;
-    },
-
-    async stepUpAccept({ tenantId, step }) {
-      const { table, where } = stepUpRow(tenantId);
-      const res = await query(
-        `UPDATE ${table} SET totp_last_step = $2, totp_failures = 0, totp_failures_since = NULL
-          WHERE ${where} AND (totp_last_step IS NULL OR totp_last_step < $2)`,
-        [tenantId, step],
-      );
-      return res.rowCount === 1;
-    },
-
-    async stepUpCharge({ tenantId, now, windowMs, max }) {
-      // Every SET expression reads the row as it was, so both see the same window; the row lock serialises
-      // concurrent tries, and each re-checks the budget against the count the one before it left.
-      const { table, where } = stepUpRow(tenantId);
-      const res = await query(
-        `UPDATE ${table}
-            SET totp_failures = CASE WHEN totp_failures_since IS NULL OR $2 - totp_failures_since >= $3
-                                     THEN 1 ELSE totp_failures + 1 END,
-                totp_failures_since = CASE WHEN totp_failures_since IS NULL OR $2 - totp_failures_since >= $3
-                                           THEN $2 ELSE totp_failures_since END
-          WHERE ${where}
-            AND (totp_failures_since IS NULL OR $2 - totp_failures_since >= $3 OR totp_failures < $4)`,
-        [tenantId, now, windowMs, max],
-      );
-      return res.rowCount === 1;
     },
 
     async tenantList({ limit, cursor }) {
