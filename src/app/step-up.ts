@@ -57,15 +57,19 @@ export function stepUpWait(
 const signedPart = (tenantId: string | null, expiresAt: number) =>
   `${TOKEN_VERSION}.${subjectOf(tenantId)}.${expiresAt}`;
 
-/** The tenant's seed, opened from its sealed copy; the operator's, a copy of the configured one. */
-async function seedOf(deps: StepUpDeps, tenantId: string | null): Promise<Buffer> {
+/**
+ * Whose seed a try is checked against: the live tenant's (sealed), or the operator's (configured). Refuses a tenant
+ * that is gone, and the operator where this process has no seed (it does not serve control).
+ */
+async function seedSource(deps: StepUpDeps, tenantId: string | null) {
   if (tenantId === null) {
-    if (deps.operatorTotpSeed === null) throw new ApiError('forbidden');
-    return Buffer.from(deps.operatorTotpSeed);
+    const seed = deps.operatorTotpSeed;
+    if (seed === null) throw new ApiError('forbidden');
+    return () => Buffer.from(seed);
   }
   const tenant = await deps.store.tenantGet({ id: tenantId });
   if (!tenant) throw new ApiError('unauthorized');
-  return deps.keys.open(tenant.totpSeedSealed, totpAad(tenant.id));
+  return () => deps.keys.open(tenant.totpSeedSealed, totpAad(tenant.id));
 }
 
 /** Checks a TOTP code against the tenant's (null: the operator's) seed and mints a step-up token. */
@@ -75,7 +79,7 @@ export async function issueStepUpToken(
 ): Promise<{ token: string; expiresAt: number }> {
   const now = deps.clock.now();
   const { tenantId } = input;
-  const seed = await seedOf(deps, tenantId);
+  const openSeed = await seedSource(deps, tenantId);
   // Every try is counted before its code is checked, and a right code clears the count: so tries in flight at once
   // cannot get past the budget between a check and a count.
   const charged = await deps.store.stepUpCharge({
@@ -85,7 +89,6 @@ export async function issueStepUpToken(
     max: STEP_UP_MAX_FAILURES,
   });
   if (!charged) {
-    seed.fill(0);
     const state = await deps.store.stepUpState({ tenantId });
     throw new ApiError(
       'rate_limited',
@@ -94,6 +97,8 @@ export async function issueStepUpToken(
       (state && stepUpWait(state, now)) ?? 1,
     );
   }
+  // Opened only for a try within the budget, and wiped once checked.
+  const seed = openSeed();
   let step: number | null;
   try {
     step = matchTotpStep(seed, input.totp, now);

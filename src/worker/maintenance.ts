@@ -60,6 +60,18 @@ export interface MaintenanceOptions {
   retention?: RetentionDays;
 }
 
+/**
+ * The deleting steps' loop: `batch` once, then again while it says more is left and `clock` is before `until` (at
+ * most RETENTION_MAX_BATCHES), with a turn of the event loop between batches — SQLite's run synchronously, and
+ * without it a pass held up leases, completions and requests for its whole budget (seconds with a large backlog).
+ */
+async function inBatches(clock: Clock, until: number, batch: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < RETENTION_MAX_BATCHES && (i === 0 || clock.now() < until); i++) {
+    if (!(await batch())) return;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
 export class Maintenance {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
@@ -125,15 +137,12 @@ export class Maintenance {
       const expired = await store.deliveryExpireLeases({ now });
       if (expired > 0) logger?.info({ expired }, 'returned expired leases to the queue');
     });
-    await step('idempotency', async () => {
-      // Batch after batch while full, within the pass's budget for deleting, yielding between batches.
-      for (let i = 0; i < RETENTION_MAX_BATCHES && (i === 0 || clock.now() < until); i++) {
+    await step('idempotency', () =>
+      inBatches(clock, until, async () => {
         const olderThan = now - IDEMPOTENCY_WINDOW_MS;
-        if ((await store.idempotencyPrune({ olderThan, limit: IDEMPOTENCY_BATCH })) < IDEMPOTENCY_BATCH)
-          break;
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-    });
+        return (await store.idempotencyPrune({ olderThan, limit: IDEMPOTENCY_BATCH })) === IDEMPOTENCY_BATCH;
+      }),
+    );
     await step('auto-disable', async () => {
       const disabled = await store.endpointAutoDisable({ now, afterMs: AUTO_DISABLE_AFTER_MS, ids });
       for (const e of disabled)
@@ -165,7 +174,7 @@ export class Maintenance {
     const cutoffs = retentionCutoffs(clock.now(), this.opts.retention ?? DEFAULT_RETENTION);
     const total: PruneCounts = { events: 0, deliveries: 0, attempts: 0, audit: 0 };
     const until = budgetEnd ?? clock.now() + this.opts.intervalMs / 2;
-    for (let i = 0; i < RETENTION_MAX_BATCHES && (i === 0 || clock.now() < until); i++) {
+    await inBatches(clock, until, async () => {
       const batch = await store.retentionPrune({
         cutoffs,
         limit: RETENTION_BATCH,
@@ -177,11 +186,8 @@ export class Maintenance {
       total.deliveries += batch.deliveries;
       total.attempts += batch.attempts;
       total.audit += batch.audit;
-      if (!pruneMayHaveMore(batch, RETENTION_BATCH)) break;
-      // SQLite's batches run synchronously: without a turn of the event loop between them, the pass held up
-      // leases, completions and requests for its whole budget (seconds with a large backlog).
-      await new Promise((resolve) => setImmediate(resolve));
-    }
+      return pruneMayHaveMore(batch, RETENTION_BATCH);
+    });
     if (total.events + total.attempts + total.audit > 0)
       logger?.info(total, 'deleted what outlived its retention');
     return total;

@@ -52,10 +52,13 @@ const stepUpStateFromRow = (r: Row): StepUpState => ({
   failures: r.totp_failures as number,
   failuresSince: (r.totp_failures_since as number | null) ?? null,
 });
-/** Whose step-up row: a live tenant's, or (no tenant) the operator's (migration 0021). */
+/**
+ * Whose step-up row: a live tenant's, or (no tenant) the operator's (migration 0021), where `:tenantId` is null
+ * and only keeps the parameters the same for both.
+ */
 const stepUpRow = (tenantId: string | null) =>
   tenantId === null
-    ? { table: 'operator_step_up', where: 'id = 1' }
+    ? { table: 'operator_step_up', where: 'id = 1 AND :tenantId IS NULL' }
     : { table: 'tenants', where: 'id = :tenantId AND deleted_at IS NULL' };
 const stepUpAcceptSql = (tenantId: string | null) => {
   const { table, where } = stepUpRow(tenantId);
@@ -73,9 +76,6 @@ const stepUpChargeSql = (tenantId: string | null) => {
     WHERE ${where}
       AND (totp_failures_since IS NULL OR :now - totp_failures_since >= :windowMs OR totp_failures < :max)`;
 };
-/** Named parameters: the tenant's id only where the statement has one. */
-const withTenant = <T extends object>(tenantId: string | null, p: T) =>
-  tenantId === null ? p : { ...p, tenantId };
 
 const keyFromRow = (r: Row): ApiKeyRecord => ({
   id: r.id as string,
@@ -281,15 +281,13 @@ export function createSqliteStore(opts: SqliteStoreOptions): Store & OperationsS
         const { table, where } = stepUpRow(tenantId);
         const r = st(
           `SELECT totp_last_step, totp_failures, totp_failures_since FROM ${table} WHERE ${where}`,
-        ).get(withTenant(tenantId, {})) as Row | undefined;
+        ).get({ tenantId }) as Row | undefined;
         return r ? stepUpStateFromRow(r) : null;
       }),
     stepUpAccept: ({ tenantId, step }) =>
-      guard(() => st(stepUpAcceptSql(tenantId)).run(withTenant(tenantId, { step })).changes === 1),
+      guard(() => st(stepUpAcceptSql(tenantId)).run({ tenantId, step }).changes === 1),
     stepUpCharge: ({ tenantId, now, windowMs, max }) =>
-      guard(
-        () => st(stepUpChargeSql(tenantId)).run(withTenant(tenantId, { now, windowMs, max })).changes === 1,
-      ),
+      guard(() => st(stepUpChargeSql(tenantId)).run({ tenantId, now, windowMs, max }).changes === 1),
     tenantList: ({ limit, cursor }) =>
       guard(() => {
         const rows = (
